@@ -1,0 +1,43 @@
+# Thin front door over CMake: `make demo`, `make test`, `make bench`.
+# SANITIZE=1 builds and tests under AddressSanitizer + UndefinedBehaviorSanitizer.
+# WERROR=1 turns warnings into errors (CI sets it).
+
+JOBS     ?= $(shell nproc 2>/dev/null || echo 2)
+WERROR   ?= 0
+SANITIZE ?= 0
+BUILD    ?= $(if $(filter 1,$(SANITIZE)),build-asan,build)
+CTEST_ARGS ?=
+
+CMAKE_FLAGS = -DGS_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF) \
+              -DGS_SANITIZE=$(if $(filter 1,$(SANITIZE)),ON,OFF)
+
+.PHONY: all deps build test demo bench clean fuzz
+
+all: build
+
+deps:
+	@scripts/install-deps
+
+$(BUILD)/CMakeCache.txt: | deps
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) -j $(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS) $(CTEST_ARGS)
+
+demo: build
+	@scripts/demo $(BUILD)
+
+bench: build
+	@scripts/bench $(BUILD)
+
+# libFuzzer builds of every parser (clang).
+fuzz: deps
+	CC=clang cmake -S . -B build-fuzz -DGS_FUZZ=ON
+	cmake --build build-fuzz -j $(JOBS)
+
+clean:
+	rm -rf build build-asan build-fuzz

@@ -1,0 +1,43 @@
+/* Kubernetes-style quantities for GPU shares, CPU and memory
+ * (design.md, "Quantities"). */
+#ifndef GS_QUANTITY_H
+#define GS_QUANTITY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "error.h"
+
+#define GS_MILLI_PER_GPU 1000u
+#define GS_MEM_GRANULARITY (2ull << 20) /* the driver's 2 MiB allocation granularity */
+
+/* Parse a GPU quantity (`300m`, `0.3`, `1`, `2`, `1000m`). On success
+ * *ret_milli is 1..999 (a slice) or a whole multiple of 1000 (exclusive
+ * GPUs). Anything else fails with -EINVAL and an error naming `field`, the
+ * value and what is accepted. */
+int gs_gpu_quantity_parse(const char *field, const char *value, uint32_t *ret_milli,
+                          struct gs_error **err);
+
+/* Parse a memory quantity (`6Gi`, `512Mi`, `2G`, `1048576`, suffixes
+ * Ki Mi Gi Ti Pi Ei and k M G T P E, decimal fractions such as `1.5Gi` when
+ * they land on a whole byte). *ret_bytes > 0 on success. */
+int gs_memory_quantity_parse(const char *field, const char *value, uint64_t *ret_bytes,
+                             struct gs_error **err);
+
+/* Parse a CPU quantity (`500m`, `0.5`, `2`) into millicores (> 0). */
+int gs_cpu_quantity_parse(const char *field, const char *value, uint32_t *ret_milli,
+                          struct gs_error **err);
+
+/* Write the canonical form of a GPU share (`300m`, `1`, `2`) into buf.
+ * Returns the length, or -ENOSPC if it does not fit. */
+int gs_gpu_quantity_format(uint32_t milli, char *buf, size_t size);
+
+/* Write a memory size in the largest binary unit that divides it exactly
+ * (`6Gi`, `1536Mi`, `1000`). Returns the length, or -ENOSPC. */
+int gs_memory_quantity_format(uint64_t bytes, char *buf, size_t size);
+
+/* The default memory cap of a slice: milli/1000 of gpu_memory, rounded down
+ * to the 2 MiB granularity. For milli >= 1000 returns gpu_memory. */
+uint64_t gs_default_memory_cap(uint32_t milli, uint64_t gpu_memory);
+
+#endif /* GS_QUANTITY_H */
