@@ -9,6 +9,9 @@
  *   memory_limit   bytes, > 0 (required; includes context overhead)
  *   compute_milli  1..1000 share of the GPU's time (required)
  *   policy         share | cap (optional, default share)
+ *   context_overhead bytes charged per CUDA context the slice creates
+ *                  (optional; the daemon measures it on the real GPU;
+ *                  default 0)
  *   slice_dir      directory of the slice's shared accounting (required)
  *   daemon_socket  the daemon's unix socket (optional)
  * Unknown keys, duplicates, bad values: the whole file is rejected. */
@@ -35,6 +38,7 @@ struct gs_slice_conf {
         uint64_t memory_limit;
         uint32_t compute_milli;
         enum gs_compute_policy policy;
+        uint64_t context_overhead;
         char slice_dir[GS_PATH_MAX];
         char daemon_socket[GS_PATH_MAX];   /* "" when absent */
 };
