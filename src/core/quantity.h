@@ -10,6 +10,9 @@
 
 #define GS_MILLI_PER_GPU 1000u
 #define GS_MEM_GRANULARITY (2ull << 20) /* the driver's 2 MiB allocation granularity */
+#define GS_MAX_GPUS 64u                   /* most whole GPUs one API may ask for */
+#define GS_CPU_MAX_MILLI 100000000u       /* 100000 cores: a sanity bound */
+#define GS_QUANTITY_MAX_LEN 128           /* longer quantity strings are rejected */
 
 /* Parse a GPU quantity (`300m`, `0.3`, `1`, `2`, `1000m`). On success
  * *ret_milli is 1..999 (a slice) or a whole multiple of 1000 (exclusive
@@ -39,5 +42,16 @@ int gs_memory_quantity_format(uint64_t bytes, char *buf, size_t size);
 /* The default memory cap of a slice: milli/1000 of gpu_memory, rounded down
  * to the 2 MiB granularity. For milli >= 1000 returns gpu_memory. */
 uint64_t gs_default_memory_cap(uint32_t milli, uint64_t gpu_memory);
+
+/* Write a CPU quantity in millicores as `500m` or, when whole, `2`.
+ * Returns the length, or -ENOSPC. */
+int gs_cpu_quantity_format(uint32_t milli, char *buf, size_t size);
+
+/* Write `s` into buf for an error message: printable ASCII kept, `"` and
+ * `\` and every other byte escaped (\xNN), cut with "..." after about 48
+ * characters. Always NUL-terminates when size > 0; returns buf. Keeps hostile
+ * input (terminal escapes, megabytes of digits) out of messages. */
+const char *gs_quote(const char *s, char *buf, size_t size);
+#define GS_QUOTE_MAX 208 /* a buffer this large never truncates early */
 
 #endif /* GS_QUANTITY_H */
