@@ -18,3 +18,9 @@ if(GS_SANITIZE)
 endif()
 # Shared objects resolve every symbol at link time and are fully RELRO.
 set(GS_SHARED_LINK_FLAGS -Wl,-z,defs -Wl,-z,relro -Wl,-z,now)
+if(GS_FUZZ)
+  # Instrument everything for coverage so libFuzzer sees inside the parsers;
+  # the fuzz binaries add -fsanitize=fuzzer at link time (fuzz/CMakeLists.txt).
+  add_compile_options(-fsanitize=fuzzer-no-link,address,undefined -fno-omit-frame-pointer)
+  add_link_options(-fsanitize=address,undefined)
+endif()

@@ -10,7 +10,7 @@
 
 #define GS_MILLI_PER_GPU 1000u
 #define GS_MEM_GRANULARITY (2ull << 20) /* the driver's 2 MiB allocation granularity */
-#define GS_MAX_GPUS 64u                   /* most whole GPUs one API may ask for */
+#define GS_QUANTITY_MAX_GPUS 64u          /* most whole GPUs one API may ask for */
 #define GS_CPU_MAX_MILLI 100000000u       /* 100000 cores: a sanity bound */
 #define GS_QUANTITY_MAX_LEN 128           /* longer quantity strings are rejected */
 
