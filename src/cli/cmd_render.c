@@ -1,0 +1,183 @@
+/* gpuslice render: turn an API spec into Kubernetes manifests, one
+ * Deployment and one Service per API. The GPU share becomes the integer
+ * extended resource gpuslice.io/gpu-milli (300m -> 300, 1 -> 1000), set as a
+ * limit (the request defaults to it; extended resources cannot be
+ * overcommitted). Output is YAML on stdout, every string double-quoted. */
+#include <errno.h>
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cli.h"
+#include "error.h"
+#include "quantity.h"
+#include "spec.h"
+
+int cmd_render(int argc, char **argv);
+
+/* A YAML double-quoted scalar: ", \ and control bytes escaped. */
+static void qstr(FILE *f, const char *s)
+{
+        fputc('"', f);
+        for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+                if (*p == '"' || *p == '\\')
+                        fprintf(f, "\\%c", *p);
+                else if (*p < 0x20 || *p == 0x7f)
+                        fprintf(f, "\\x%02x", *p);
+                else
+                        fputc(*p, f);
+        }
+        fputc('"', f);
+}
+
+static void labels(FILE *f, const char *indent, const char *name)
+{
+        fprintf(f, "%sapp.kubernetes.io/name: ", indent);
+        qstr(f, name);
+        fputc('\n', f);
+        fprintf(f, "%sapp.kubernetes.io/managed-by: \"gpuslice\"\n", indent);
+}
+
+static void metadata(FILE *f, const char *name, const char *ns)
+{
+        fputs("metadata:\n  name: ", f);
+        qstr(f, name);
+        fputc('\n', f);
+        if (ns) {
+                fputs("  namespace: ", f);
+                qstr(f, ns);
+                fputc('\n', f);
+        }
+        fputs("  labels:\n", f);
+        labels(f, "    ", name);
+}
+
+static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns)
+{
+        char q[64];
+        fputs("---\napiVersion: apps/v1\nkind: Deployment\n", f);
+        metadata(f, a->name, ns);
+        fprintf(f, "spec:\n  replicas: %" PRIu32 "\n  selector:\n    matchLabels:\n",
+                a->replicas);
+        labels(f, "      ", a->name);
+        fputs("  template:\n    metadata:\n      labels:\n", f);
+        labels(f, "        ", a->name);
+        if (gs_gpu_quantity_format(a->compute.gpu_milli, q, sizeof(q)) >= 0) {
+                fputs("      annotations:\n        gpuslice.io/gpu: ", f);
+                qstr(f, q);
+                fputc('\n', f);
+        }
+        fputs("    spec:\n      containers:\n      - name: ", f);
+        qstr(f, a->name);
+        fputs("\n        image: ", f);
+        qstr(f, a->image);
+        fputc('\n', f);
+        if (a->n_command) {
+                fputs("        command:\n", f);
+                for (size_t i = 0; i < a->n_command; i++) {
+                        fputs("        - ", f);
+                        qstr(f, a->command[i]);
+                        fputc('\n', f);
+                }
+        }
+        fprintf(f, "        ports:\n        - name: \"http\"\n          containerPort: %u\n",
+                (unsigned)a->port);
+        if (a->n_env) {
+                fputs("        env:\n", f);
+                for (size_t i = 0; i < a->n_env; i++) {
+                        fputs("        - name: ", f);
+                        qstr(f, a->env[i].name);
+                        fputs("\n          value: ", f);
+                        qstr(f, a->env[i].value);
+                        fputc('\n', f);
+                }
+        }
+        fputs("        resources:\n          limits:\n", f);
+        fprintf(f, "            gpuslice.io/gpu-milli: \"%" PRIu32 "\"\n", a->compute.gpu_milli);
+        if (a->compute.cpu_milli && gs_cpu_quantity_format(a->compute.cpu_milli, q, sizeof(q)) >= 0)
+                fprintf(f, "            cpu: \"%s\"\n", q);
+        if (a->compute.mem && gs_memory_quantity_format(a->compute.mem, q, sizeof(q)) >= 0)
+                fprintf(f, "            memory: \"%s\"\n", q);
+        if (a->compute.cpu_milli || a->compute.mem) {
+                fputs("          requests:\n", f);
+                if (a->compute.cpu_milli &&
+                    gs_cpu_quantity_format(a->compute.cpu_milli, q, sizeof(q)) >= 0)
+                        fprintf(f, "            cpu: \"%s\"\n", q);
+                if (a->compute.mem && gs_memory_quantity_format(a->compute.mem, q, sizeof(q)) >= 0)
+                        fprintf(f, "            memory: \"%s\"\n", q);
+        }
+        fputs("---\napiVersion: v1\nkind: Service\n", f);
+        metadata(f, a->name, ns);
+        fputs("spec:\n  selector:\n", f);
+        labels(f, "    ", a->name);
+        fprintf(f, "  ports:\n  - name: \"http\"\n    port: %u\n    targetPort: %u\n",
+                (unsigned)a->port, (unsigned)a->port);
+}
+
+static void usage(FILE *f)
+{
+        fputs("usage: gpuslice render [--namespace NS] apis.yaml\n"
+              "Print a Deployment and a Service per API, asking for gpuslice.io/gpu-milli.\n",
+              f);
+}
+
+int cmd_render(int argc, char **argv)
+{
+        static const struct option longopts[] = {
+                {"namespace", required_argument, NULL, 'n'},
+                {"help", no_argument, NULL, 'h'},
+                {0},
+        };
+        const char *ns = NULL;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
+                switch (c) {
+                case 'n':
+                        if (gs_dns_label_valid(optarg) <= 0) {
+                                fprintf(stderr, "gpuslice render: --namespace: '%s' is not a "
+                                                "DNS label\n", optarg);
+                                return CLI_EXIT_USAGE;
+                        }
+                        ns = optarg;
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return CLI_EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1) {
+                usage(stderr);
+                return CLI_EXIT_USAGE;
+        }
+        _cleanup_error_ struct gs_error *err = NULL;
+        _cleanup_(gs_spec_freep) struct gs_spec *spec = NULL;
+        if (gs_spec_load_file(argv[optind], &spec, &err) < 0) {
+                fprintf(stderr, "gpuslice render: %s\n", gs_error_msg(err));
+                return CLI_EXIT_FAILURE;
+        }
+        for (size_t i = 0; i < spec->n_apis; i++) {
+                const struct gs_api_spec *a = &spec->apis[i];
+                if (!a->image) {
+                        fprintf(stderr, "gpuslice render: %s:%u: API %s has no image: "
+                                        "Kubernetes needs one (command alone is for local mode)\n",
+                                spec->source, a->line, a->name);
+                        return CLI_EXIT_FAILURE;
+                }
+                if (a->compute.gpu_memory)
+                        fprintf(stderr, "gpuslice render: note: API %s: gpu_memory is not "
+                                        "passed through the device plugin; the slice gets "
+                                        "share x GPU memory\n", a->name);
+        }
+        for (size_t i = 0; i < spec->n_apis; i++)
+                render_api(stdout, &spec->apis[i], ns);
+        if (fflush(stdout) != 0) {
+                fprintf(stderr, "gpuslice render: cannot write: %s\n", strerror(errno));
+                return CLI_EXIT_FAILURE;
+        }
+        return 0;
+}

@@ -1,0 +1,295 @@
+"""Test doubles for the kubelet side of the device plugin protocol.
+
+Plays the kubelet with grpcio's generic APIs and message classes generated
+by Debian's protoc: the Registration server on kubelet.sock (which dials the
+plugin back and asks GetDevicePluginOptions inside Register, as current
+kubelets do), a PodResources server, and a client of the plugin's socket.
+"""
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent import futures
+
+import grpc
+
+import deviceplugin_v1beta1_pb2 as dp
+import podresources_v1_pb2 as pr
+
+RESOURCE = "gpuslice.io/gpu-milli"
+GIB = 1 << 30
+
+
+def fail(msg):
+    print("FAIL:", msg, flush=True)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def wait_for(pred, timeout, what):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        v = pred()
+        if v:
+            return v
+        time.sleep(0.05)
+    fail("timed out waiting for " + what)
+
+
+def unary(channel, path, req_cls, resp_cls):
+    return channel.unary_unary(path, request_serializer=req_cls.SerializeToString,
+                               response_deserializer=resp_cls.FromString)
+
+
+class Kubelet:
+    """Registration server on <dir>/kubelet.sock."""
+
+    def __init__(self, plugin_dir):
+        self.dir = plugin_dir
+        self.registrations = queue.Queue()
+        self.server = None
+
+    def start(self):
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+        h = grpc.method_handlers_generic_handler("v1beta1.Registration", {
+            "Register": grpc.unary_unary_rpc_method_handler(
+                self._register, request_deserializer=dp.RegisterRequest.FromString,
+                response_serializer=dp.Empty.SerializeToString)})
+        self.server.add_generic_rpc_handlers((h,))
+        self.server.add_insecure_port("unix:" + os.path.join(self.dir, "kubelet.sock"))
+        self.server.start()
+
+    def _register(self, req, ctx):
+        if req.version != "v1beta1":
+            ctx.abort(grpc.StatusCode.INVALID_ARGUMENT, "unsupported version")
+        # Dial back while Register is in flight, as the kubelet does.
+        ch = grpc.insecure_channel("unix:" + os.path.join(self.dir, req.endpoint))
+        try:
+            grpc.channel_ready_future(ch).result(timeout=10)
+            opts = unary(ch, "/v1beta1.DevicePlugin/GetDevicePluginOptions", dp.Empty,
+                         dp.DevicePluginOptions)(dp.Empty(), timeout=10)
+        except Exception as e:  # noqa: BLE001
+            ctx.abort(grpc.StatusCode.UNAVAILABLE, "dial back failed: %s" % e)
+        finally:
+            ch.close()
+        self.registrations.put((req, opts))
+        return dp.Empty()
+
+    def wait_registration(self, timeout=15):
+        try:
+            return self.registrations.get(timeout=timeout)
+        except queue.Empty:
+            fail("the plugin did not register within %ds" % timeout)
+
+    def stop(self):
+        if self.server:
+            self.server.stop(0).wait()
+            self.server = None
+
+
+class PodResources:
+    """PodResourcesLister server; `pods` is a list of (ns, pod, container, ids)."""
+
+    def __init__(self, path):
+        self.path = path
+        self.pods = []
+        self.lock = threading.Lock()
+        self.calls = 0
+        self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+        h = grpc.method_handlers_generic_handler("v1.PodResourcesLister", {
+            "List": grpc.unary_unary_rpc_method_handler(
+                self._list, request_deserializer=pr.ListPodResourcesRequest.FromString,
+                response_serializer=pr.ListPodResourcesResponse.SerializeToString)})
+        self.server.add_generic_rpc_handlers((h,))
+        self.server.add_insecure_port("unix:" + path)
+        self.server.start()
+
+    def set(self, pods):
+        with self.lock:
+            self.pods = list(pods)
+
+    def _list(self, req, ctx):
+        resp = pr.ListPodResourcesResponse()
+        with self.lock:
+            self.calls += 1
+            for ns, pod, container, ids in self.pods:
+                p = resp.pod_resources.add(name=pod, namespace=ns)
+                c = p.containers.add(name=container)
+                c.devices.add(resource_name=RESOURCE, device_ids=list(ids))
+                c.devices.add(resource_name="example.com/other", device_ids=["x1"])
+        return resp
+
+    def stop(self):
+        self.server.stop(0).wait()
+
+
+class PluginClient:
+    """The kubelet as a client of the plugin's socket."""
+
+    def __init__(self, sock):
+        self.channel = grpc.insecure_channel(
+            "unix:" + sock, options=[("grpc.max_receive_message_length", 16 << 20)])
+        grpc.channel_ready_future(self.channel).result(timeout=10)
+        self.streams = []
+
+    def options(self):
+        return unary(self.channel, "/v1beta1.DevicePlugin/GetDevicePluginOptions", dp.Empty,
+                     dp.DevicePluginOptions)(dp.Empty(), timeout=10)
+
+    def allocate(self, *containers):
+        req = dp.AllocateRequest()
+        for ids in containers:
+            req.container_requests.add(devices_ids=list(ids))
+        return unary(self.channel, "/v1beta1.DevicePlugin/Allocate", dp.AllocateRequest,
+                     dp.AllocateResponse)(req, timeout=10)
+
+    def allocate_error(self, *containers):
+        try:
+            self.allocate(*containers)
+        except grpc.RpcError as e:
+            return e
+        fail("Allocate %s succeeded but should fail" % [len(c) for c in containers])
+
+    def raw(self, path, data):
+        return self.channel.unary_unary(path, request_serializer=lambda b: b,
+                                        response_deserializer=lambda b: b)(data, timeout=10)
+
+    def preferred(self, available, must=(), size=1):
+        req = dp.PreferredAllocationRequest()
+        req.container_requests.add(available_deviceIDs=list(available),
+                                   must_include_deviceIDs=list(must), allocation_size=size)
+        return unary(self.channel, "/v1beta1.DevicePlugin/GetPreferredAllocation",
+                     dp.PreferredAllocationRequest, dp.PreferredAllocationResponse)(
+                         req, timeout=10)
+
+    def watch(self):
+        """Open ListAndWatch; returns a queue that receives every message."""
+        q = queue.Queue()
+        call = self.channel.unary_stream(
+            "/v1beta1.DevicePlugin/ListAndWatch", request_serializer=dp.Empty.SerializeToString,
+            response_deserializer=dp.ListAndWatchResponse.FromString)(dp.Empty())
+
+        def pump():
+            try:
+                for m in call:
+                    q.put(m)
+            except grpc.RpcError as e:
+                q.put(e)
+        threading.Thread(target=pump, daemon=True).start()
+        self.streams.append(call)
+        return q
+
+    def close(self):
+        for c in self.streams:
+            c.cancel()
+        self.channel.close()
+
+
+def envs(resp, i=0):
+    return dict(resp.container_responses[i].envs)
+
+
+def mounts(resp, i=0):
+    return {m.container_path: (m.host_path, m.read_only) for m in resp.container_responses[i].mounts}
+
+
+def ids(gpu, start, count):
+    return ["gpu%d-u%d" % (gpu, u) for u in range(start, start + count)]
+
+
+def read_conf(path):
+    conf = {}
+    with open(path) as f:
+        for line in f:
+            line = line.strip()
+            if line and not line.startswith("#"):
+                k, v = line.split("=", 1)
+                conf[k.strip()] = v.strip()
+    return conf
+
+
+class Node:
+    """A scratch node: plugin dir, inventory, state dir, the plugin process."""
+
+    def __init__(self, gpus=(("GPU-aaaa-0000", 16 * GIB), ("GPU-bbbb-1111", 16 * GIB)),
+                 extra_args=()):
+        self.tmp = tempfile.mkdtemp(prefix="gs-kube-")
+        self.plugin_dir = os.path.join(self.tmp, "device-plugins")
+        os.mkdir(self.plugin_dir)
+        self.state_dir = os.path.join(self.tmp, "state")
+        self.inventory = os.path.join(self.tmp, "inventory")
+        self.pr_sock = os.path.join(self.tmp, "pod-resources.sock")
+        self.shim = os.path.join(self.tmp, "libgpuslice.so")
+        open(self.shim, "w").close()
+        self.gpus = list(gpus)
+        self.health = ["healthy"] * len(self.gpus)
+        self.write_inventory()
+        self.extra_args = list(extra_args)
+        self.proc = None
+        self.log = os.path.join(self.tmp, "plugin.log")
+        self.kubelet = Kubelet(self.plugin_dir)
+        self.pods = None
+        self.nvml_dir = None  # set to simgpu's library dir to read GPUs from NVML
+
+    @property
+    def sock(self):
+        return os.path.join(self.plugin_dir, "gpuslice.sock")
+
+    def write_inventory(self):
+        tmp = self.inventory + ".tmp"
+        with open(tmp, "w") as f:
+            for (uuid, mem), h in zip(self.gpus, self.health):
+                f.write("%s %d %s\n" % (uuid, mem, h))
+        os.rename(tmp, self.inventory)
+
+    def start_plugin(self, wait_registered=True):
+        source = (["--nvml-dir", self.nvml_dir] if self.nvml_dir
+                  else ["--inventory", self.inventory])
+        cmd = [os.environ["GS_KUBE_PLUGIN"], "--kubelet-dir", self.plugin_dir,
+               "--pod-resources", self.pr_sock, "--state-dir", self.state_dir,
+               "--shim", self.shim] + source + [
+               "--health-poll-ms", "100"] + self.extra_args
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                     stderr=open(self.log, "a"))
+        if wait_registered:
+            return self.kubelet.wait_registration()
+        return None
+
+    def stop_plugin(self):
+        if self.proc:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                rc = self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                fail("the plugin did not stop on SIGTERM")
+            self.proc = None
+            return rc
+        return None
+
+    def client(self):
+        return PluginClient(self.sock)
+
+    def close(self, ok=True):
+        rc = self.stop_plugin()
+        self.kubelet.stop()
+        if self.pods:
+            self.pods.stop()
+        if rc not in (None, 0):
+            ok = False
+            print("plugin exited with", rc)
+        if not ok or os.environ.get("GS_KUBE_KEEP"):
+            print("---- plugin log ----")
+            print(open(self.log).read())
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        if rc not in (None, 0):
+            fail("the plugin exited with status %s" % rc)
