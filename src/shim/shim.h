@@ -1,0 +1,183 @@
+/* libgpuslice.so internals, shared by the shim's files. Nothing here is
+ * exported: the library is built with -fvisibility=hidden and a version
+ * script that lists exactly the hooks of hooks.def (plus dlsym). */
+#ifndef SHIM_H
+#define SHIM_H
+
+#include <cuda.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <gpuslice/nvml.h>
+#include <gpuslice/slice_conf.h>
+
+#include "shim_proto.h"
+
+#define SHIM_EXPORT __attribute__((visibility("default")))
+#define SHIM_GRANULE (2ull << 20) /* the driver's 2 MiB allocation granularity */
+
+/* ---- the hook list (hooks.def) ---- */
+enum shim_hook {
+#define CU(s, p) SHIM_H_##s,
+#define NVML(s, p) SHIM_H_##s,
+#include "hooks.def"
+#undef CU
+#undef NVML
+        SHIM_H_COUNT
+};
+
+/* shim_t_<sym>: the function type of each hook, checked against cuda.h /
+ * nvml.h; shim_w_<sym>: the exported wrapper, whose symbol name is <sym>. */
+#define CU(s, p) typedef __typeof__(p) shim_t_##s;
+#define NVML(s, p) typedef __typeof__(p) shim_t_##s;
+#include "hooks.def"
+#undef CU
+#undef NVML
+#define CU(s, p) SHIM_EXPORT extern shim_t_##s shim_w_##s __asm__(#s);
+#define NVML(s, p) SHIM_EXPORT extern shim_t_##s shim_w_##s __asm__(#s);
+#include "hooks.def"
+#undef CU
+#undef NVML
+
+/* The real functions, resolved once (shim_resolve): NULL when the driver
+ * lacks one. REAL(sym) is typed. */
+extern void *shim_real[SHIM_H_COUNT];
+extern void *const shim_wrapper[SHIM_H_COUNT];
+extern const char *const shim_hook_name[SHIM_H_COUNT];
+#define REAL(s) ((shim_t_##s *)shim_real[SHIM_H_##s])
+
+/* Driver and NVML functions the shim calls but does not hook. */
+struct shim_extra {
+        __typeof__(&cuDeviceGetUuid) cuDeviceGetUuid;
+        __typeof__(&cuMemPoolGetAttribute) cuMemPoolGetAttribute;
+        __typeof__(&cuDeviceGetMemPool) cuDeviceGetMemPool;
+        __typeof__(&cuCtxGetDevice) cuCtxGetDevice;
+        __typeof__(&nvmlDeviceGetUUID) nvmlDeviceGetUUID;
+};
+extern struct shim_extra shim_x;
+
+/* ---- modes ---- */
+enum shim_mode {
+        SHIM_MODE_PASS = 0,   /* no slice config: everything passes through */
+        SHIM_MODE_SLICE = 1,  /* enforcing the slice */
+        SHIM_MODE_FAILED = 2, /* config or accounting unusable: fail closed */
+};
+
+/* Resolves libcuda and the slice once (pthread_once) and returns the mode.
+ * Never fails: problems become SHIM_MODE_FAILED and a log line. Preserves
+ * errno. */
+enum shim_mode shim_init(void);
+/* Resolves libnvidia-ml once; false if it or a needed symbol is missing. */
+bool shim_nvml_init(void);
+/* The slice config (valid in SHIM_MODE_SLICE). */
+extern struct gs_slice_conf shim_conf;
+
+/* The fail-closed answer of every hooked CUDA entry. */
+#define SHIM_FAIL_CLOSED_CU CUDA_ERROR_NOT_INITIALIZED
+#define SHIM_FAIL_CLOSED_NVML NVML_ERROR_UNINITIALIZED
+
+/* Depth of hooked calls on this thread: a driver that calls its own
+ * exported entry points (simgpu's cuMemAllocAsync calls
+ * cuMemAllocFromPoolAsync) reaches the shim again; those inner calls pass
+ * through so that nothing is charged twice. */
+extern __thread int shim_depth __attribute__((tls_model("initial-exec")));
+static inline void shim_depth_leave(int *unused)
+{
+        (void)unused;
+        shim_depth--;
+}
+
+/* Common prologue of memory hooks: pass through outside a slice (and for
+ * calls the driver makes to itself), refuse when fail-closed. `call` is the
+ * pass-through expression. Declares a guard that lasts to the end of the
+ * wrapper. */
+#define SHIM_ENTER(hook, call)                                                \
+        enum shim_mode m_ = shim_init();                                      \
+        if (!REAL(hook))                                                      \
+                return CUDA_ERROR_NOT_FOUND;                                  \
+        if (m_ == SHIM_MODE_PASS || shim_depth > 0)                           \
+                return call;                                                  \
+        if (m_ == SHIM_MODE_FAILED)                                           \
+                return SHIM_FAIL_CLOSED_CU;                                   \
+        __attribute__((cleanup(shim_depth_leave), unused)) int shim_guard_ = ++shim_depth
+
+/* ---- the dlsym route (shim_dlsym.c) ---- */
+/* The real dlsym (glibc's), resolved on first use. */
+extern void *shim_real_dlsym;
+typedef void *shim_dlsym_fn(void *, const char *);
+#define REAL_DLSYM(h, n) (((shim_dlsym_fn *)shim_real_dlsym)((h), (n)))
+void shim_dlsym_resolve(void);
+
+/* ---- cuGetProcAddress mapping (shim_hooks.c) ---- */
+/* Maps a real driver pointer to its wrapper; returns p unchanged when it is
+ * not a hooked function. */
+void *shim_map_real(void *p, const char *symbol);
+
+/* ---- the slice's books (shim_books.c) ---- */
+/* Attaches to <slice_dir>/memory, creating it race-free when absent, and
+ * takes a slot for this process. 0 or -errno (logged). */
+int shim_books_attach(const struct gs_slice_conf *conf);
+/* Reserves `bytes` against the cap (reclaiming dead processes' memory
+ * before refusing). 0, or -ENOMEM when the cap would be exceeded. */
+int shim_books_reserve(uint64_t bytes);
+/* Charges `bytes` whatever the cap (the driver already allocated them). */
+void shim_books_force(uint64_t bytes);
+/* Gives back bytes reserved or charged. */
+void shim_books_release(uint64_t bytes);
+/* Bytes charged to the whole slice. */
+uint64_t shim_books_used(void);
+/* Child side of fork: the child has no slot yet (taken lazily). */
+void shim_books_atfork_child(void);
+
+/* Rounds up to the 2 MiB granularity (UINT64_MAX on overflow). */
+static inline uint64_t shim_round(uint64_t n)
+{
+        if (n > UINT64_MAX - (SHIM_GRANULE - 1))
+                return UINT64_MAX;
+        return (n + SHIM_GRANULE - 1) & ~(SHIM_GRANULE - 1);
+}
+
+/* ---- per-process table of what this process charged (shim_table.c) ---- */
+enum shim_kind {
+        SHIM_K_PTR = 1,     /* cuMemAlloc*, pitch, managed */
+        SHIM_K_ASYNC = 2,   /* stream-ordered allocation; aux = pool */
+        SHIM_K_POOL = 3,    /* a memory pool's reserve; bytes = charged */
+        SHIM_K_VMM = 4,     /* cuMemCreate handle */
+        SHIM_K_ARRAY = 5,   /* CUarray */
+        SHIM_K_MIPMAP = 6,  /* CUmipmappedArray */
+        SHIM_K_CTX = 7,     /* cuCtxCreate context */
+        SHIM_K_PRIMARY = 8, /* primary context of a device; aux = retain count */
+};
+struct shim_entry {
+        uint64_t key;
+        uint64_t bytes;
+        uint64_t aux;
+        uint32_t kind; /* enum shim_kind; 0 = empty */
+        uint32_t tomb; /* 1 = deleted */
+};
+/* Inserts or replaces (kind, key). 0 or -ENOMEM. O(1) amortised. */
+int shim_table_put(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux);
+/* Looks (kind, key) up into *ret. true if found. */
+bool shim_table_get(uint32_t kind, uint64_t key, struct shim_entry *ret);
+/* Removes (kind, key), copying it into *ret. true if it was there. */
+bool shim_table_take(uint32_t kind, uint64_t key, struct shim_entry *ret);
+/* Child side of fork: empties the table (the child owns no allocations). */
+void shim_table_atfork_child(void);
+
+/* ---- device checks and reports (shim_ctx.c) ---- */
+/* True if dev is the slice's GPU (by UUID); caches per ordinal. */
+bool shim_dev_is_slice(CUdevice dev);
+/* Re-reads every tracked pool's reserve and fixes the books; called before
+ * refusing a reservation and before reports. */
+void shim_pools_refresh(void);
+/* Reserves bytes, refreshing pool reserves before refusing; logs a
+ * refusal. 0 or -ENOMEM. Preserves errno. */
+int shim_reserve(uint64_t bytes);
+
+/* ---- logging (shim_log.c) ---- */
+/* Appends a line to $GPUSLICE_LOG (nothing if unset). Preserves errno. */
+void shim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void shim_log_open(void);
+
+#endif /* SHIM_H */

@@ -1,0 +1,155 @@
+/* Arrays and mipmapped arrays: charged by the size the shim computes from
+ * the descriptor (the same formula as simgpu: width x height x depth x
+ * channels x element size, each dimension at least 1, rounded up to 2 MiB;
+ * a mipmapped array is the sum of its levels, each dimension halved per
+ * level, layers included). On a real GPU the driver's
+ * layout (tiling, alignment) may differ: the shim's figure is an estimate. */
+#include "shim.h"
+
+static uint64_t format_bytes(CUarray_format f)
+{
+        switch (f) {
+        case CU_AD_FORMAT_UNSIGNED_INT8:
+        case CU_AD_FORMAT_SIGNED_INT8:
+                return 1;
+        case CU_AD_FORMAT_UNSIGNED_INT16:
+        case CU_AD_FORMAT_SIGNED_INT16:
+        case CU_AD_FORMAT_HALF:
+                return 2;
+        case CU_AD_FORMAT_UNSIGNED_INT32:
+        case CU_AD_FORMAT_SIGNED_INT32:
+        case CU_AD_FORMAT_FLOAT:
+                return 4;
+        default:
+                return 1;
+        }
+}
+
+static uint64_t mul_sat(uint64_t a, uint64_t b)
+{
+        uint64_t r;
+        return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
+}
+
+static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t ch, CUarray_format f)
+{
+        uint64_t n = mul_sat(w ? w : 1, h ? h : 1);
+        n = mul_sat(n, d ? d : 1);
+        n = mul_sat(n, ch ? ch : 1);
+        return mul_sat(n, format_bytes(f));
+}
+
+uint64_t shim_array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels);
+uint64_t shim_array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
+{
+        uint64_t sum = 0, w = d->Width, h = d->Height, z = d->Depth;
+        if (!levels)
+                levels = 1;
+        for (unsigned l = 0; l < levels; l++) {
+                uint64_t b = level_bytes(w, h, z, d->NumChannels, d->Format);
+                sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
+                w = w > 1 ? w / 2 : 1;
+                h = h > 1 ? h / 2 : 1;
+                z = z > 1 ? z / 2 : 1;
+        }
+        return shim_round(sum);
+}
+
+static CUresult charge_handle(uint32_t kind, uint64_t key, uint64_t b)
+{
+        if (shim_table_put(kind, key, b, 0) == 0)
+                return CUDA_SUCCESS;
+        return CUDA_ERROR_OUT_OF_MEMORY;
+}
+
+CUresult shim_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+        SHIM_ENTER(cuArrayCreate_v2, REAL(cuArrayCreate_v2)(pHandle, desc));
+        if (!pHandle || !desc)
+                return REAL(cuArrayCreate_v2)(pHandle, desc);
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = desc->Width, .Height = desc->Height, .Depth = 0,
+                                       .Format = desc->Format, .NumChannels = desc->NumChannels };
+        uint64_t b = shim_array_bytes(&d3, 1);
+        if (shim_reserve(b) < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = REAL(cuArrayCreate_v2)(pHandle, desc);
+        if (r != CUDA_SUCCESS) {
+                shim_books_release(b);
+                return r;
+        }
+        if (charge_handle(SHIM_K_ARRAY, (uint64_t)(uintptr_t)*pHandle, b) != CUDA_SUCCESS) {
+                REAL(cuArrayDestroy)(*pHandle);
+                shim_books_release(b);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return r;
+}
+
+CUresult shim_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
+{
+        SHIM_ENTER(cuArray3DCreate_v2, REAL(cuArray3DCreate_v2)(pHandle, desc));
+        if (!pHandle || !desc)
+                return REAL(cuArray3DCreate_v2)(pHandle, desc);
+        uint64_t b = shim_array_bytes(desc, 1);
+        if (shim_reserve(b) < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = REAL(cuArray3DCreate_v2)(pHandle, desc);
+        if (r != CUDA_SUCCESS) {
+                shim_books_release(b);
+                return r;
+        }
+        if (charge_handle(SHIM_K_ARRAY, (uint64_t)(uintptr_t)*pHandle, b) != CUDA_SUCCESS) {
+                REAL(cuArrayDestroy)(*pHandle);
+                shim_books_release(b);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return r;
+}
+
+CUresult shim_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
+                                       unsigned int numMipmapLevels)
+{
+        SHIM_ENTER(cuMipmappedArrayCreate, REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels));
+        if (!pHandle || !desc)
+                return REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels);
+        uint64_t b = shim_array_bytes(desc, numMipmapLevels);
+        if (shim_reserve(b) < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        CUresult r = REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels);
+        if (r != CUDA_SUCCESS) {
+                shim_books_release(b);
+                return r;
+        }
+        if (charge_handle(SHIM_K_MIPMAP, (uint64_t)(uintptr_t)*pHandle, b) != CUDA_SUCCESS) {
+                REAL(cuMipmappedArrayDestroy)(*pHandle);
+                shim_books_release(b);
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        return r;
+}
+
+CUresult shim_w_cuArrayDestroy(CUarray hArray)
+{
+        SHIM_ENTER(cuArrayDestroy, REAL(cuArrayDestroy)(hArray));
+        struct shim_entry e;
+        bool had = shim_table_take(SHIM_K_ARRAY, (uint64_t)(uintptr_t)hArray, &e);
+        CUresult r = REAL(cuArrayDestroy)(hArray);
+        if (had && r != CUDA_SUCCESS)
+                shim_table_put(SHIM_K_ARRAY, e.key, e.bytes, e.aux);
+        else if (had)
+                shim_books_release(e.bytes);
+        return r;
+}
+
+CUresult shim_w_cuMipmappedArrayDestroy(CUmipmappedArray h)
+{
+        SHIM_ENTER(cuMipmappedArrayDestroy, REAL(cuMipmappedArrayDestroy)(h));
+        struct shim_entry e;
+        bool had = shim_table_take(SHIM_K_MIPMAP, (uint64_t)(uintptr_t)h, &e);
+        CUresult r = REAL(cuMipmappedArrayDestroy)(h);
+        if (had && r != CUDA_SUCCESS)
+                shim_table_put(SHIM_K_MIPMAP, e.key, e.bytes, e.aux);
+        else if (had)
+                shim_books_release(e.bytes);
+        return r;
+}

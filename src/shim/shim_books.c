@@ -1,0 +1,337 @@
+/* The slice's shared books: <slice_dir>/memory (include/gpuslice/
+ * slice_state.h), shared by every process of the slice. The lock is robust
+ * and held only for the arithmetic; liveness checks (procfs reads) happen
+ * outside it. */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <gpuslice/slice_state.h>
+
+#include "shim.h"
+
+static struct gs_slice_state *st;
+static uint64_t my_owner;   /* identity of this process */
+static int my_slot = -1;    /* -1: none yet (after fork: taken lazily) */
+static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* claiming only */
+
+/* Start time (field 22 of /proc/<pid>/stat) and state of a process; 0 when
+ * it does not exist or cannot be read. */
+static uint64_t proc_start_time(int pid, char *ret_state)
+{
+        char path[64], buf[1024];
+        snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return 0;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (n <= 0)
+                return 0;
+        buf[n] = '\0';
+        char *p = strrchr(buf, ')');
+        if (!p || p[1] != ' ')
+                return 0;
+        p += 2; /* field 3: state */
+        if (ret_state)
+                *ret_state = *p;
+        for (int field = 3; field < 22; field++) {
+                p = strchr(p, ' ');
+                if (!p)
+                        return 0;
+                p++;
+        }
+        uint64_t v = 0;
+        int digits = 0;
+        while (*p >= '0' && *p <= '9' && digits < 20) {
+                v = v * 10 + (uint64_t)(*p - '0');
+                p++;
+                digits++;
+        }
+        return digits ? v : 0;
+}
+
+static bool owner_alive(uint64_t owner)
+{
+        if (owner == my_owner)
+                return true;
+        char state = '?';
+        uint64_t start = proc_start_time(GS_SLOT_OWNER_PID(owner), &state);
+        if (!start || state == 'Z' || state == 'X')
+                return false;
+        return (start & ((1ull << 40) - 1)) == GS_SLOT_OWNER_START(owner);
+}
+
+static int state_lock(void)
+{
+        int r = pthread_mutex_lock(&st->lock);
+        if (r == EOWNERDEAD) {
+                /* A process died inside the lock: `used` and the slots are
+                 * changed together under it, so the slots are the truth. */
+                uint64_t sum = 0;
+                for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++)
+                        if (st->slots[i].owner)
+                                sum += st->slots[i].charged;
+                st->used = sum;
+                pthread_mutex_consistent(&st->lock);
+                shim_log("books: repaired after a process died holding the lock (used %llu)",
+                         (unsigned long long)sum);
+                return 0;
+        }
+        return r ? -r : 0;
+}
+
+static void state_unlock(void)
+{
+        pthread_mutex_unlock(&st->lock);
+}
+
+/* Frees the slots of dead processes (and of this process's pre-exec image,
+ * which has the same identity but another slot). Returns bytes reclaimed. */
+static uint64_t reclaim_dead(void)
+{
+        uint64_t total = 0;
+        for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++) {
+                uint64_t o = __atomic_load_n(&st->slots[i].owner, __ATOMIC_ACQUIRE);
+                if (!o || (int)i == my_slot)
+                        continue;
+                if (o != my_owner && owner_alive(o))
+                        continue;
+                if (state_lock() < 0)
+                        return total;
+                if (st->slots[i].owner == o) {
+                        uint64_t c = st->slots[i].charged;
+                        st->used = st->used >= c ? st->used - c : 0;
+                        st->reclaimed += c;
+                        st->slots[i].charged = 0;
+                        __atomic_store_n(&st->slots[i].owner, 0, __ATOMIC_RELEASE);
+                        total += c;
+                        shim_log("books: reclaimed %llu bytes of dead pid %d",
+                                 (unsigned long long)c, GS_SLOT_OWNER_PID(o));
+                }
+                state_unlock();
+        }
+        return total;
+}
+
+static int claim_slot(void)
+{
+        pthread_mutex_lock(&slot_mu);
+        int r = 0;
+        if (my_slot >= 0)
+                goto out;
+        uint64_t start = proc_start_time((int)getpid(), NULL);
+        my_owner = GS_SLOT_OWNER(getpid(), start & ((1ull << 40) - 1));
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (attempt == 1)
+                        reclaim_dead();
+                r = state_lock();
+                if (r < 0)
+                        goto out;
+                for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++) {
+                        if (st->slots[i].owner == 0) {
+                                st->slots[i].charged = 0;
+                                st->slots[i].peak = 0;
+                                __atomic_store_n(&st->slots[i].owner, my_owner, __ATOMIC_RELEASE);
+                                my_slot = (int)i;
+                                break;
+                        }
+                }
+                state_unlock();
+                if (my_slot >= 0)
+                        goto out;
+        }
+        r = -ENOSPC;
+        shim_log("books: all %u process slots of the slice are taken", GS_SLICE_STATE_SLOTS);
+out:
+        pthread_mutex_unlock(&slot_mu);
+        return r;
+}
+
+static int init_state(struct gs_slice_state *s, const struct gs_slice_conf *conf)
+{
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        int r = pthread_mutex_init(&s->lock, &a);
+        pthread_mutexattr_destroy(&a);
+        if (r)
+                return -r;
+        s->version = GS_SLICE_STATE_VERSION;
+        s->n_slots = GS_SLICE_STATE_SLOTS;
+        s->file_size = sizeof(*s);
+        s->limit = conf->memory_limit;
+        snprintf(s->slice, sizeof(s->slice), "%s", conf->slice);
+        __atomic_store_n(&s->magic, GS_SLICE_STATE_MAGIC, __ATOMIC_RELEASE);
+        return 0;
+}
+
+int shim_books_attach(const struct gs_slice_conf *conf)
+{
+        char path[GS_PATH_MAX + 16];
+        int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, GS_SLICE_STATE_FILE);
+        if (n < 0 || (size_t)n >= sizeof(path))
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0660);
+        if (fd < 0) {
+                int r = -errno;
+                shim_log("books: cannot open %s: %s", path, strerror(-r));
+                return r;
+        }
+        int r = 0;
+        void *map = MAP_FAILED;
+        if (flock(fd, LOCK_EX) < 0) {
+                r = -errno;
+                goto out;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) < 0) {
+                r = -errno;
+                goto out;
+        }
+        bool fresh = sb.st_size == 0;
+        if (fresh && ftruncate(fd, (off_t)sizeof(struct gs_slice_state)) < 0) {
+                r = -errno;
+                shim_log("books: cannot size %s: %s", path, strerror(errno));
+                goto out;
+        }
+        if (!fresh && (uint64_t)sb.st_size != sizeof(struct gs_slice_state)) {
+                r = -EPROTO;
+                shim_log("books: %s has %lld bytes, expected %zu (another layout version?)", path,
+                         (long long)sb.st_size, sizeof(struct gs_slice_state));
+                goto out;
+        }
+        map = mmap(NULL, sizeof(struct gs_slice_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+                r = -errno;
+                shim_log("books: cannot map %s: %s", path, strerror(errno));
+                goto out;
+        }
+        struct gs_slice_state *s = map;
+        if (fresh) {
+                r = init_state(s, conf);
+                if (r < 0)
+                        goto out;
+        } else if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != GS_SLICE_STATE_MAGIC ||
+                   s->version != GS_SLICE_STATE_VERSION || s->file_size != sizeof(*s) ||
+                   s->n_slots != GS_SLICE_STATE_SLOTS) {
+                r = -EPROTO;
+                shim_log("books: %s is not a version %u slice state file", path,
+                         GS_SLICE_STATE_VERSION);
+                goto out;
+        }
+        if (s->limit != conf->memory_limit)
+                shim_log("books: %s was created with limit %llu, this process enforces %llu", path,
+                         (unsigned long long)s->limit, (unsigned long long)conf->memory_limit);
+        st = s;
+        map = MAP_FAILED;
+out:
+        if (map != MAP_FAILED)
+                munmap(map, sizeof(struct gs_slice_state));
+        /* Unlock explicitly: the mapping keeps the open file description
+         * (and with it the flock) alive after close. */
+        flock(fd, LOCK_UN);
+        close(fd);
+        if (r < 0) {
+                if (r != -EPROTO)
+                        shim_log("books: cannot attach %s: %s", path, strerror(-r));
+                return r;
+        }
+        r = claim_slot();
+        if (r < 0)
+                return r;
+        reclaim_dead();
+        return 0;
+}
+
+static int reserve_once(uint64_t bytes, bool force)
+{
+        if (state_lock() < 0)
+                return -EIO;
+        struct gs_slice_slot *s = &st->slots[my_slot];
+        uint64_t limit = shim_conf.memory_limit;
+        int r = 0;
+        if (force || (st->used <= limit && bytes <= limit - st->used)) {
+                st->used += bytes;
+                s->charged += bytes;
+                if (s->charged > s->peak)
+                        s->peak = s->charged;
+                if (st->used > st->peak)
+                        st->peak = st->used;
+        } else {
+                r = -ENOMEM;
+        }
+        state_unlock();
+        return r;
+}
+
+int shim_books_reserve(uint64_t bytes)
+{
+        if (my_slot < 0 && claim_slot() < 0)
+                return -ENOMEM;
+        int r = reserve_once(bytes, false);
+        if (r == -ENOMEM && reclaim_dead() > 0)
+                r = reserve_once(bytes, false);
+        if (r == -ENOMEM)
+                __atomic_add_fetch(&st->ooms, 1, __ATOMIC_RELAXED);
+        return r;
+}
+
+void shim_books_force(uint64_t bytes)
+{
+        if (my_slot < 0 && claim_slot() < 0)
+                return;
+        reserve_once(bytes, true);
+}
+
+void shim_books_release(uint64_t bytes)
+{
+        if (my_slot < 0 || !bytes)
+                return;
+        if (state_lock() < 0)
+                return;
+        struct gs_slice_slot *s = &st->slots[my_slot];
+        uint64_t b = bytes <= s->charged ? bytes : s->charged;
+        s->charged -= b;
+        st->used = st->used >= b ? st->used - b : 0;
+        state_unlock();
+}
+
+uint64_t shim_books_used(void)
+{
+        return st ? __atomic_load_n(&st->used, __ATOMIC_RELAXED) : 0;
+}
+
+void shim_books_atfork_child(void)
+{
+        pthread_mutex_init(&slot_mu, NULL);
+        my_slot = -1;
+        my_owner = 0;
+}
+
+/* A process that exits normally gives its slot back at once; a killed one
+ * is reclaimed by the next process that needs the room. */
+__attribute__((destructor)) static void books_exit(void)
+{
+        if (!st || my_slot < 0)
+                return;
+        int saved = errno;
+        if (state_lock() == 0) {
+                struct gs_slice_slot *s = &st->slots[my_slot];
+                if (s->owner == my_owner) {
+                        st->used = st->used >= s->charged ? st->used - s->charged : 0;
+                        s->charged = 0;
+                        __atomic_store_n(&s->owner, 0, __ATOMIC_RELEASE);
+                }
+                my_slot = -1;
+                state_unlock();
+        }
+        errno = saved;
+}
