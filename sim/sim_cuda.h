@@ -1,0 +1,237 @@
+/* simgpu libcuda.so.1: process-local objects shared by the driver-API files.
+ *
+ * cuda.h is included with __CUDA_API_VERSION_INTERNAL so that every
+ * versioned, unversioned and per-thread (_ptds/_ptsz) prototype is declared
+ * under its own name, as the real driver is built. Only the functions listed
+ * in sim_exports.h are exported (default visibility); everything else is
+ * hidden. */
+#ifndef SIM_CUDA_H
+#define SIM_CUDA_H
+
+#define __CUDA_API_VERSION_INTERNAL 1
+#include <cuda.h>
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sim_state.h"
+
+#define SIM_EXPORT __attribute__((visibility("default")))
+#define SIM_DRIVER_VERSION 13000
+
+#define SIM_MAGIC_CTX 0x43545831u
+#define SIM_MAGIC_STREAM 0x53545231u
+#define SIM_MAGIC_EVENT 0x45564e31u
+#define SIM_MAGIC_MOD 0x4d4f4431u
+#define SIM_MAGIC_FUNC 0x46554e31u
+#define SIM_MAGIC_POOL 0x504f4f31u
+#define SIM_MAGIC_GRAPH 0x47524131u
+#define SIM_MAGIC_EXEC 0x45584531u
+#define SIM_MAGIC_ARRAY 0x41525231u
+
+enum sim_kernel { SIM_K_BUSY = 1, SIM_K_FILL = 2 };
+
+/* Links every live driver object into sim_g.objs (doubly linked, O(1)
+ * removal), so objects a program never destroys stay reachable, like in the
+ * real driver, and a context's modules can be found at its destruction. */
+struct sim_link {
+        struct sim_link *prev, *next;
+};
+
+struct CUctx_st {
+        uint32_t magic;
+        int slot;    /* shared sim_ctx_rec index */
+        int dev;     /* physical device index */
+        int ordinal; /* CUdevice as the program sees it */
+        unsigned flags;
+        bool primary;
+        struct CUctx_st *next; /* list of live contexts (sim_g.ctxs) */
+};
+
+struct CUstream_st {
+        uint32_t magic;
+        struct CUctx_st *ctx;
+        unsigned flags;
+        int priority;
+        uint64_t id;
+        uint64_t last_seq;             /* last item this stream enqueued */
+        struct CUgraph_st *capture;     /* non-NULL while capturing */
+        uint64_t capture_id;
+        struct sim_link link;           /* sim_g.objs: reachable until destroyed */
+};
+
+struct CUevent_st {
+        uint32_t magic;
+        unsigned flags;
+        int slot;             /* shared sim_event_rec index */
+        struct CUctx_st *ctx; /* context of the last record, NULL if never */
+        uint64_t rec_seq;     /* sequence number of the last record */
+        struct sim_link link;
+};
+
+struct CUfunc_st {
+        uint32_t magic;
+        enum sim_kernel kind;
+        struct CUmod_st *mod;
+        char name[32];
+};
+
+struct CUmod_st {
+        uint32_t magic;
+        struct CUctx_st *ctx;
+        struct CUfunc_st funcs[2]; /* gs_busy, gs_fill when present */
+        int nfuncs;
+        struct sim_link link;
+};
+
+/* A decoded launch of a project kernel. */
+struct sim_launch {
+        enum sim_kernel kind;
+        uint64_t ns;       /* gs_busy */
+        uint64_t ptr;      /* gs_fill */
+        uint32_t value;
+        uint64_t n;
+};
+
+struct CUmemPoolHandle_st {
+        uint32_t magic;
+        int dev;
+        bool is_default;
+        uint64_t reserved;   /* charged to the device */
+        uint64_t used;       /* handed out */
+        uint64_t reserved_high, used_high;
+        uint64_t threshold;  /* CU_MEMPOOL_ATTR_RELEASE_THRESHOLD */
+        int reuse_flags[3];
+        struct CUmemPoolHandle_st *next;
+};
+
+struct sim_global {
+        pthread_once_t once;
+        CUresult init_rc;
+        int inited; /* atomic */
+        struct sim_config cfg;
+        struct sim_attach att;
+        struct sim_state *st;
+        int proc; /* our process slot */
+        int nvis;
+        int vis[SIM_MAX_DEVICES]; /* ordinal -> physical device */
+        pthread_mutex_t mu;       /* process-local tables */
+        struct CUctx_st *primary[SIM_MAX_DEVICES];
+        int primary_refs[SIM_MAX_DEVICES];
+        unsigned primary_flags[SIM_MAX_DEVICES];
+        struct CUctx_st *ctxs;
+        struct CUmemPoolHandle_st *default_pool[SIM_MAX_DEVICES];
+        struct CUmemPoolHandle_st *cur_pool[SIM_MAX_DEVICES];
+        struct CUmemPoolHandle_st *pools;
+        uint64_t next_stream_id;
+        struct sim_link objs; /* list head; guarded by mu */
+};
+
+extern struct sim_global sim_g;
+
+/* NOT_INITIALIZED until cuInit succeeded. */
+#define SIM_NEED_INIT()                                                       \
+        do {                                                                  \
+                if (!__atomic_load_n(&sim_g.inited, __ATOMIC_ACQUIRE))        \
+                        return CUDA_ERROR_NOT_INITIALIZED;                    \
+        } while (0)
+
+/* Adds/removes an object's link to/from sim_g.objs (takes sim_g.mu). */
+void sim_obj_add(struct sim_link *l);
+void sim_obj_del(struct sim_link *l);
+
+/* --- device.c --- */
+/* Maps a program-visible ordinal to the physical index; -1 if invalid. */
+int sim_dev_phys(CUdevice ordinal);
+
+/* --- context.c --- */
+/* In a forked child: forget the calling thread's context stack. */
+void sim_ctx_tls_forget(void);
+/* The calling thread's current context (NULL if none). */
+struct CUctx_st *sim_ctx_current(void);
+/* True if c is a live context of this process. */
+bool sim_ctx_valid(const struct CUctx_st *c);
+/* Resolves a stream handle (NULL, CU_STREAM_LEGACY, CU_STREAM_PER_THREAD or
+ * a created stream) to its context; *rc is set on failure. */
+struct CUctx_st *sim_stream_ctx(CUstream s, CUresult *rc);
+/* Waits (sleeping, never spinning) until context slot c has completed seq. */
+void sim_wait_seq(int slot, int dev, uint64_t seq);
+/* Waits for everything context c has enqueued so far. */
+void sim_ctx_drain(struct CUctx_st *c);
+
+/* --- memory.c --- */
+/* Charges bytes of device memory to this process on dev; reaps dead processes
+ * before refusing. CUDA_SUCCESS or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult sim_charge(int dev, uint64_t bytes);
+/* Returns bytes charged with sim_charge. */
+void sim_uncharge(int dev, uint64_t bytes);
+/* Rounds up to the 2 MiB granularity (0 stays 0; overflow gives UINT64_MAX). */
+uint64_t sim_round(uint64_t bytes);
+/* True if [p, p+n) lies within one live allocation (device, managed, pool,
+ * mapped VMM or host). */
+bool sim_range_ok(uint64_t p, size_t n);
+/* In a forked child: forget the parent's allocation table (its mappings are
+ * private copies that simply stay mapped). */
+void sim_mem_forget(void);
+/* Frees every allocation made while context c was current (cuCtxDestroy). */
+void sim_mem_of_ctx_free(struct CUctx_st *c);
+/* Releases a pool's reserve above its threshold (at synchronisation). */
+void sim_pools_release(int dev);
+
+enum sim_alloc_kind {
+        SIM_A_DEV = 1,      /* cuMemAlloc, pitch */
+        SIM_A_MANAGED = 2,  /* cuMemAllocManaged */
+        SIM_A_HOST = 4,     /* page-locked host memory: not device memory */
+        SIM_A_POOL = 8,     /* from a memory pool (async) */
+        SIM_A_VMM = 16,     /* a cuMemMap'd range (charged at cuMemCreate) */
+        SIM_A_RESERVE = 32, /* a cuMemAddressReserve range */
+};
+
+/* One allocation of this process, keyed by base address. */
+struct sim_alloc {
+        uint64_t base;
+        uint64_t size;    /* mapped length */
+        uint64_t charged; /* device bytes charged for it (0 for host, VMM, reserve) */
+        int dev;
+        enum sim_alloc_kind kind;
+        struct CUctx_st *ctx;
+        struct CUmemPoolHandle_st *pool;
+};
+
+/* Maps bytes (a multiple of the page size) of zero-filled, 2 MiB aligned,
+ * lazily backed memory; 0 on failure. */
+uint64_t sim_host_map(uint64_t bytes);
+/* Adds an allocation to the table; false if out of memory. */
+bool sim_table_add(const struct sim_alloc *a);
+/* Removes the allocation based at base whose kind is in kinds; copies it to
+ * *out. false if there is none. */
+bool sim_table_take(uint64_t base, unsigned kinds, struct sim_alloc *out);
+/* Finds the allocation containing [p, p+n) (kinds mask); false if none. */
+bool sim_table_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_alloc *out);
+
+/* --- vmm.c --- */
+/* Returns a pool block (already removed from the table) to its pool. */
+void sim_pool_free_block(const struct sim_alloc *a);
+
+/* --- launch.c --- */
+/* Enqueues one decoded launch on stream s (or records it into the stream's
+ * capture graph). */
+CUresult sim_submit(CUstream s, const struct sim_launch *l);
+/* Appends a work item to context c's queue, blocking (sleeping) while the
+ * queue holds st->queue_depth items. Returns its sequence number. */
+uint64_t sim_push(struct CUctx_st *c, uint64_t ns, int32_t event);
+/* Decodes kernel parameters of f into *l. */
+CUresult sim_decode(const struct CUfunc_st *f, void **params, void **extra,
+                    struct sim_launch *l);
+
+/* --- graph.c --- */
+/* Appends a kernel node to g (capture). */
+CUresult sim_graph_append(struct CUgraph_st *g, const struct sim_launch *l);
+
+/* --- procaddr.c --- */
+/* Looks up an exported symbol by exact name; NULL if absent. */
+void *sim_symbol(const char *name);
+
+#endif /* SIM_CUDA_H */

@@ -1,0 +1,220 @@
+/* simgpu's shared state: the "hardware" every process of the machine sees.
+ *
+ * One file, $SIMGPU_DIR/state, mmap'd MAP_SHARED by every process that uses
+ * simgpu (libcuda, libnvidia-ml, simgpu-smi). The layout below is an ABI:
+ * magic, version and total size are checked on attach; a mismatch is refused
+ * (CUDA_ERROR_SYSTEM_DRIVER_MISMATCH), never guessed at. Bump
+ * SIM_STATE_VERSION whenever anything below changes.
+ *
+ * Everything is protected by one process-shared ROBUST mutex: a process
+ * killed while holding it is detected (EOWNERDEAD) and the state repaired.
+ * Per-process records carry pid + start time so a recycled pid is never
+ * mistaken for a live process; dead processes are reaped (memory, contexts,
+ * queued work returned) on attach, on allocation failure, on NVML queries and
+ * periodically.
+ *
+ * Device time is CLOCK_MONOTONIC nanoseconds (shared by all processes). */
+#ifndef SIM_STATE_H
+#define SIM_STATE_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define SIM_STATE_MAGIC 0x31555047534d4953ULL /* "SIMGPU1" */
+#define SIM_STATE_VERSION 1u
+#define SIM_MAX_DEVICES 16
+#define SIM_MAX_PROCS 256
+#define SIM_MAX_CTXS 256
+#define SIM_QUEUE_MAX 4096
+#define SIM_MAX_EVENTS 4096
+#define SIM_SNAPS 32
+#define SIM_SNAP_PERIOD_NS 100000000ull /* 100 ms between utilisation snapshots */
+#define SIM_REAP_PERIOD_NS 500000000ull /* periodic reap at most every 0.5 s */
+#define SIM_GRANULE (2ull << 20)        /* 2 MiB allocation granularity */
+#define SIM_NAME_MAX 96
+#define SIM_UUID_MAX 48
+
+enum sim_proc_state { SIM_PROC_FREE = 0, SIM_PROC_ALIVE = 1, SIM_PROC_EXITED = 2 };
+
+struct sim_work {
+        uint64_t seq;          /* context-local sequence number, from 1 */
+        uint64_t remaining_ns; /* device time still to run */
+        int32_t event;         /* event slot to stamp at completion, or -1 */
+        uint32_t pad;
+};
+
+struct sim_snap {
+        uint64_t t_ns;    /* device time of the snapshot */
+        uint64_t busy_ns; /* cumulative busy time at t_ns */
+};
+
+struct sim_ctx_rec {
+        uint32_t in_use;
+        int32_t proc;      /* owning process slot */
+        int32_t dev;
+        uint32_t head;     /* ring index of the oldest pending item */
+        uint32_t count;    /* pending items */
+        uint32_t pad;
+        uint64_t enq_seq;  /* last sequence number enqueued */
+        uint64_t done_seq; /* last sequence number completed */
+        uint64_t busy_ns;
+        struct sim_work q[SIM_QUEUE_MAX];
+};
+
+struct sim_event_rec {
+        uint32_t in_use;
+        int32_t proc;
+        uint64_t seq;     /* sequence number whose completion time is in time_ns */
+        uint64_t time_ns; /* device time at which that record completed */
+};
+
+struct sim_proc_rec {
+        int32_t pid;
+        uint32_t state;      /* enum sim_proc_state */
+        uint64_t start_time; /* /proc/<pid>/stat field 22 */
+        uint64_t used[SIM_MAX_DEVICES]; /* bytes charged incl. context overhead */
+        uint32_t nctx[SIM_MAX_DEVICES]; /* live contexts per device */
+        uint64_t busy[SIM_MAX_DEVICES]; /* cumulative device time (ns) */
+        uint32_t snap_head[SIM_MAX_DEVICES];
+        struct sim_snap snaps[SIM_MAX_DEVICES][SIM_SNAPS];
+};
+
+struct sim_dev_rec {
+        char name[SIM_NAME_MAX];
+        char uuid[SIM_UUID_MAX]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+        uint8_t uuid_bytes[16];
+        uint64_t total;    /* bytes */
+        uint64_t used;     /* bytes, all processes */
+        uint64_t now_ns;   /* simulated up to this device time */
+        uint64_t busy_ns;  /* cumulative */
+        uint64_t slice_end;
+        int32_t cur_ctx;   /* context running now, or -1 */
+        uint32_t lost;     /* set by simgpu-smi --set-lost */
+        uint32_t snap_head;
+        uint32_t pad;
+        uint64_t last_snap_ns;
+        struct sim_snap snaps[SIM_SNAPS];
+};
+
+struct sim_state {
+        uint64_t magic;
+        uint32_t version;
+        uint32_t pad0;
+        uint64_t total_size; /* sizeof(struct sim_state) */
+        pthread_mutex_t lock;
+        /* configuration, fixed at creation */
+        uint32_t ndev;
+        uint32_t sms;
+        uint64_t memory;
+        uint64_t ctx_overhead;
+        uint64_t timeslice_ns;
+        uint32_t queue_depth;
+        uint32_t pad1;
+        uint64_t created_ns;
+        uint64_t next_reap_ns;
+        struct sim_dev_rec dev[SIM_MAX_DEVICES];
+        struct sim_proc_rec proc[SIM_MAX_PROCS];
+        struct sim_event_rec ev[SIM_MAX_EVENTS];
+        struct sim_ctx_rec ctx[SIM_MAX_CTXS];
+};
+
+/* Configuration read from the environment. */
+struct sim_config {
+        uint32_t ndev;
+        uint32_t sms;
+        uint64_t memory;
+        uint64_t ctx_overhead;
+        uint32_t queue_depth;
+        uint64_t timeslice_ns;
+        char name[SIM_NAME_MAX];
+        char dir[4096];
+};
+
+/* An attachment of this process (one per library) to the state file. */
+struct sim_attach {
+        struct sim_state *st;
+        int fd;
+};
+
+/* Error codes of the state layer (negative); the libraries map them. */
+enum {
+        SIM_E_CONFIG = -1000,   /* bad environment value */
+        SIM_E_OS = -1001,       /* file system / mmap failure */
+        SIM_E_MISMATCH = -1002, /* state file of another layout */
+        SIM_E_ABSENT = -1003,   /* no state file and create == false */
+        SIM_E_FULL = -1004,     /* no free process slot */
+};
+
+/* Fills *cfg from SIMGPU_* variables and the defaults. Returns 0, or
+ * SIM_E_CONFIG after logging which variable was wrong (SIMGPU_LOG). */
+int sim_config_load(struct sim_config *cfg);
+
+/* Parses "123", "4Ki", "16Gi", ... into bytes. Returns 0 or -EINVAL. */
+int sim_parse_size(const char *s, uint64_t *out);
+
+/* Appends one formatted line to the file named by SIMGPU_LOG, if set. Never
+ * writes to stdout/stderr. */
+void sim_log(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Maps the state file in cfg->dir, creating it from cfg when absent and
+ * create is true. Returns 0 or a SIM_E_* code (logged). */
+int sim_state_attach(struct sim_attach *a, const struct sim_config *cfg, bool create);
+
+/* Unmaps. Safe on a zeroed struct. */
+void sim_state_detach(struct sim_attach *a);
+
+/* Locks the state (robust; repairs after a dead owner). */
+void sim_lock(struct sim_state *st);
+void sim_unlock(struct sim_state *st);
+
+/* CLOCK_MONOTONIC in ns. */
+uint64_t sim_now_ns(void);
+
+/* Start time of pid from /proc (0 if unreadable). */
+uint64_t sim_proc_start_time(pid_t pid);
+
+/* Under the lock: registers the calling process (or finds its record).
+ * Returns the slot or SIM_E_FULL. */
+int sim_proc_register(struct sim_state *st);
+
+/* Under the lock: reaps dead processes, returning their memory, contexts,
+ * events and queued work. force=false does it only when the periodic reap
+ * is due. Returns the number reaped. */
+int sim_reap(struct sim_state *st, bool force);
+
+/* Under the lock: true when the process record is of a live process. */
+bool sim_proc_alive(const struct sim_proc_rec *p);
+
+/* Under the lock: advance every device's timeline to now. */
+void sim_advance_all(struct sim_state *st, uint64_t now);
+
+/* Under the lock: advance device dev's timeline to `now` (discrete-event,
+ * exact): round-robin among contexts with pending work, time slices of
+ * st->timeslice_ns, busy time charged to device, context and process. */
+void sim_advance(struct sim_state *st, int dev, uint64_t now);
+
+/* Under the lock: appends a work item to context slot c. The caller checks
+ * capacity first. Returns the item's sequence number. */
+uint64_t sim_enqueue(struct sim_state *st, int c, uint64_t ns, int32_t event);
+
+/* Under the lock: lower bound of the device time until sequence seq of
+ * context c completes (its own pending work up to seq). */
+uint64_t sim_pending_ns(const struct sim_state *st, int c, uint64_t seq);
+
+/* Under the lock: drops context c's queue and frees its slot. */
+void sim_ctx_release(struct sim_state *st, int c);
+
+/* Under the lock: process-utilisation snapshot lookup; returns busy_ns of
+ * process slot p on dev at or before device time t (oldest snapshot if t is
+ * older than all), and sets *t_at to that snapshot's time. */
+uint64_t sim_proc_busy_at(const struct sim_state *st, int p, int dev, uint64_t t,
+                          uint64_t *t_at);
+/* Same for the whole device. */
+uint64_t sim_dev_busy_at(const struct sim_state *st, int dev, uint64_t t, uint64_t *t_at);
+
+/* Writes the deterministic UUID of device index i. */
+void sim_make_uuid(unsigned i, uint8_t bytes[16], char str[SIM_UUID_MAX]);
+
+#endif /* SIM_STATE_H */

@@ -1,0 +1,35 @@
+/* Helpers for simgpu's own tests (on top of tests/common/cudatest.h). */
+#ifndef GS_TESTS_SIMTEST_H
+#define GS_TESTS_SIMTEST_H
+
+#include "cudatest.h"
+
+#include <signal.h>
+#include <stdbool.h>
+#include <sys/wait.h>
+
+#define MiB (1ull << 20)
+#define GiB (1ull << 30)
+
+/* Removes the test's private simgpu state so the ENV configuration applies.
+ * Call before cuInit. */
+static inline void st_fresh(void)
+{
+        const char *dir = getenv("SIMGPU_DIR");
+        CT_ASSERT(dir && *dir, "SIMGPU_DIR is not set");
+        char path[4200];
+        snprintf(path, sizeof(path), "%s/state", dir);
+        unlink(path);
+}
+
+/* Waits for a child; returns its exit status (or 128+signal). */
+static inline int st_wait(pid_t pid)
+{
+        int st = 0;
+        while (waitpid(pid, &st, 0) < 0)
+                if (errno != EINTR)
+                        return -1;
+        return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+#endif
