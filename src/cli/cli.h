@@ -1,0 +1,18 @@
+/* Declarations shared by the gpuslice CLI's files: one cmd_<name>() per
+ * subcommand (src/cli/cmd_<name>.c), each taking the arguments after the
+ * subcommand's name (argv[0] is the subcommand) and returning the process
+ * exit status. */
+#ifndef GS_CLI_H
+#define GS_CLI_H
+
+/* Exit status when gpuslice itself fails (as env(1) and docker run do). */
+#define CLI_EXIT_FAILURE 125
+/* Exit status for a usage error. */
+#define CLI_EXIT_USAGE 2
+
+int cmd_run(int argc, char **argv);
+int cmd_ls(int argc, char **argv);
+int cmd_up(int argc, char **argv);
+int cmd_render(int argc, char **argv);
+
+#endif /* GS_CLI_H */

@@ -1,0 +1,436 @@
+/* The CLI's client of gpusliced's local API. See client.h. */
+#include "client.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "macro.h"
+
+#define CLI_REPLY_TIMEOUT_S 30
+#define CLI_START_WAIT_MS 15000
+
+int cli_state_dir(char *buf, size_t size)
+{
+        const char *env = getenv("GPUSLICE_STATE_DIR");
+        if (env && *env)
+                return snprintf(buf, size, "%s", env) >= (int)size ? -ENAMETOOLONG : 0;
+        return gs_local_default_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), buf, size);
+}
+
+int cli_socket_path(char *buf, size_t size)
+{
+        const char *env = getenv("GPUSLICE_SOCKET");
+        if (env && *env)
+                return snprintf(buf, size, "%s", env) >= (int)size ? -ENAMETOOLONG : 0;
+        char dir[GS_PATH_MAX];
+        int r = cli_state_dir(dir, sizeof(dir));
+        if (r < 0)
+                return r;
+        return snprintf(buf, size, "%s/%s", dir, GS_LOCAL_SOCKET_NAME) >= (int)size ? -ENAMETOOLONG
+                                                                                    : 0;
+}
+
+static int try_connect(const char *path, int *ret_fd)
+{
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa.sun_path))
+                return -ENAMETOOLONG;
+        memcpy(sa.sun_path, path, strlen(path) + 1);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (fd < 0)
+                return -errno;
+        if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
+                int e = errno;
+                close(fd);
+                return -e;
+        }
+        struct timeval tv = { .tv_sec = CLI_REPLY_TIMEOUT_S };
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+        *ret_fd = fd;
+        return 0;
+}
+
+/* The gpusliced binary: $GPUSLICE_DAEMON, next to us, in the build tree
+ * (src/cli -> src/daemon), else the name alone (PATH). */
+static void find_daemon(char *buf, size_t size)
+{
+        const char *env = getenv("GPUSLICE_DAEMON");
+        if (env && *env) {
+                snprintf(buf, size, "%s", env);
+                return;
+        }
+        char exe[GS_PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n > 0) {
+                exe[n] = '\0';
+                const char *dir = dirname(exe);
+                const char *cands[] = { "gpusliced", "../daemon/gpusliced" };
+                for (size_t i = 0; i < GS_ARRAY_SIZE(cands); i++) {
+                        snprintf(buf, size, "%s/%s", dir, cands[i]);
+                        if (access(buf, X_OK) == 0)
+                                return;
+                }
+        }
+        snprintf(buf, size, "gpusliced");
+}
+
+/* Start gpusliced detached (double fork, own session, log in the state
+ * dir). Returns the daemon's pid or a negative errno. */
+static pid_t start_daemon(const struct cli_conn_opts *opts, const char *sock, const char *state,
+                          const char *log)
+{
+        char bin[GS_PATH_MAX];
+        find_daemon(bin, sizeof(bin));
+        int p[2];
+        if (pipe2(p, O_CLOEXEC) < 0)
+                return -errno;
+        pid_t c = fork();
+        if (c < 0)
+                return -errno;
+        if (c == 0) {
+                close(p[0]);
+                setsid();
+                pid_t g = fork();
+                if (g != 0) {
+                        (void)!write(p[1], &g, sizeof(g));
+                        _exit(0);
+                }
+                int nul = open("/dev/null", O_RDWR);
+                int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
+                if (nul >= 0) {
+                        dup2(nul, 0);
+                        dup2(nul, 1);
+                }
+                if (lfd >= 0)
+                        dup2(lfd, 2);
+                sigset_t none;
+                sigemptyset(&none);
+                sigprocmask(SIG_SETMASK, &none, NULL);
+                char *argv[] = { bin,         (char *)"--socket", (char *)sock, (char *)"--state-dir",
+                                 (char *)state, opts->sim ? (char *)"--sim" : NULL, NULL };
+                execvp(bin, argv);
+                dprintf(2, "gpuslice: cannot run %s: %m\n", bin);
+                _exit(127);
+        }
+        close(p[1]);
+        pid_t daemon = -1;
+        if (read(p[0], &daemon, sizeof(daemon)) != sizeof(daemon))
+                daemon = -EIO;
+        close(p[0]);
+        waitpid(c, NULL, 0);
+        return daemon;
+}
+
+/* The lines of the daemon's log that say why it stopped. */
+static void log_errors(const char *log, off_t from, char *buf, size_t size)
+{
+        buf[0] = '\0';
+        FILE *f = fopen(log, "re");
+        if (!f)
+                return;
+        fseeko(f, from, SEEK_SET);
+        char line[1024];
+        size_t off = 0;
+        while (fgets(line, sizeof(line), f)) {
+                const char *m = strstr(line, ": error: ");
+                if (!m)
+                        continue;
+                line[strcspn(line, "\n")] = '\0';
+                int n = snprintf(buf + off, size - off, "%s%s", off ? "; " : "", m + 9);
+                if (n < 0 || (size_t)n >= size - off)
+                        break;
+                off += (size_t)n;
+        }
+        fclose(f);
+}
+
+int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error **err)
+{
+        char sock[GS_PATH_MAX], state[GS_PATH_MAX], log[GS_PATH_MAX + 32];
+        if (cli_socket_path(sock, sizeof(sock)) < 0 || cli_state_dir(state, sizeof(state)) < 0)
+                return gs_error_set(err, -ENAMETOOLONG, "socket or state path too long");
+        int r = try_connect(sock, ret_fd);
+        if (r == 0)
+                return 0;
+        if (!opts->start || (r != -ENOENT && r != -ECONNREFUSED))
+                return gs_error_set(err, r, "cannot reach gpusliced at %s: %s", sock, strerror(-r));
+        /* The log lives beside the state; make its directory first. */
+        if (mkdir(state, 0700) < 0 && errno != EEXIST)
+                return gs_error_set(err, -errno, "cannot create %s: %s", state, strerror(errno));
+        snprintf(log, sizeof(log), "%s/gpusliced.log", state);
+        fprintf(stderr, "gpuslice: no daemon answers on %s; starting gpusliced%s (log: %s)\n", sock,
+                opts->sim ? " --sim" : "", log);
+        off_t log_start = 0;
+        struct stat st;
+        if (stat(log, &st) == 0)
+                log_start = st.st_size;
+        pid_t daemon = start_daemon(opts, sock, state, log);
+        if (daemon < 0)
+                return gs_error_set(err, daemon, "cannot start gpusliced: %s", strerror(-daemon));
+        for (int waited = 0; waited < CLI_START_WAIT_MS; waited += 20) {
+                if (try_connect(sock, ret_fd) == 0)
+                        return 0;
+                if (kill(daemon, 0) < 0 && errno == ESRCH) {
+                        /* It stopped; another CLI's daemon may have won the race. */
+                        if (try_connect(sock, ret_fd) == 0)
+                                return 0;
+                        if (waited > 2000)
+                                break;
+                }
+                struct timespec ts = { 0, 20 * 1000 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+        char why[2048];
+        log_errors(log, log_start, why, sizeof(why));
+        return gs_error_set(err, -ECONNREFUSED, "gpusliced did not start: %s",
+                            why[0] ? why : "see its log");
+}
+
+static int read_full(int fd, uint8_t *buf, size_t len)
+{
+        size_t got = 0;
+        while (got < len) {
+                ssize_t n = recv(fd, buf + got, len - got, 0);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return errno == EAGAIN ? -ETIMEDOUT : -errno;
+                if (n == 0)
+                        return -ECONNRESET;
+                got += (size_t)n;
+        }
+        return 0;
+}
+
+int cli_call(int fd, struct gs_proto_builder *b, struct gs_proto_msg *ret, struct gs_error **err)
+{
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        int r = gs_proto_builder_finish(b, &frame, &len);
+        if (r < 0)
+                return gs_error_set(err, r, "cannot build the request: %s", strerror(-r));
+        size_t off = 0;
+        while (off < len) {
+                ssize_t n = send(fd, frame + off, len - off, MSG_NOSIGNAL);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n <= 0) {
+                        gs_free(frame);
+                        return gs_error_set(err, -errno, "cannot send to gpusliced: %s",
+                                            strerror(errno));
+                }
+                off += (size_t)n;
+        }
+        gs_free(frame);
+        uint8_t hdr[GS_PROTO_HEADER_SIZE];
+        struct gs_proto_header h;
+        if ((r = read_full(fd, hdr, sizeof(hdr))) < 0)
+                return gs_error_set(err, r, "no reply from gpusliced: %s", strerror(-r));
+        if ((r = gs_proto_header_decode(hdr, sizeof(hdr), GS_PROTO_MAX_REPLY, &h, err)) < 0)
+                return r;
+        _cleanup_free_ uint8_t *payload = malloc(h.length ? h.length : 1);
+        if (!payload)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        if ((r = read_full(fd, payload, h.length)) < 0)
+                return gs_error_set(err, r, "truncated reply from gpusliced: %s", strerror(-r));
+        struct gs_proto_msg m;
+        if ((r = gs_proto_msg_parse(h.type, (const char *)payload, h.length, &m, err)) < 0)
+                return r;
+        if (h.type == GS_MSG_ERROR) {
+                const char *code = gs_proto_msg_get(&m, "code");
+                const char *msg = gs_proto_msg_get(&m, "message");
+                long c = code ? strtol(code, NULL, 10) : -EIO;
+                if (c >= 0 || c < -4095)
+                        c = -EIO;
+                gs_error_set(err, (int)c, "%s", msg ? msg : "gpusliced refused the request");
+                gs_proto_msg_done(&m);
+                return (int)c;
+        }
+        *ret = m;
+        return 0;
+}
+
+static uint64_t u64_of(const char *v)
+{
+        return v ? strtoull(v, NULL, 10) : 0;
+}
+
+/* Fill a slice from the record starting at item i; returns the index
+ * after the record. */
+static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_slice *s)
+{
+        memset(s, 0, sizeof(*s));
+        snprintf(s->id, sizeof(s->id), "%s", m->items[i].value);
+        for (i++; i < m->n_items; i++) {
+                const char *k = m->items[i].key, *v = m->items[i].value;
+                if (strncmp(k, "slice_", 6) != 0)
+                        break;
+                k += 6;
+                if (!strcmp(k, "name"))
+                        snprintf(s->name, sizeof(s->name), "%s", v);
+                else if (!strcmp(k, "milli"))
+                        s->milli = (uint32_t)u64_of(v);
+                else if (!strcmp(k, "memory"))
+                        s->memory = u64_of(v);
+                else if (!strcmp(k, "policy"))
+                        snprintf(s->policy, sizeof(s->policy), "%s", v);
+                else if (!strcmp(k, "pid"))
+                        s->pid = (int)u64_of(v);
+                else if (!strcmp(k, "uid"))
+                        s->uid = (unsigned)u64_of(v);
+                else if (!strcmp(k, "created"))
+                        s->created = (int64_t)u64_of(v);
+                else if (!strcmp(k, "used")) {
+                        s->has_used = true;
+                        s->used += u64_of(v);
+                } else if (!strcmp(k, "config"))
+                        snprintf(s->config, sizeof(s->config), "%s", v);
+                else if (!strcmp(k, "dir"))
+                        snprintf(s->slice_dir, sizeof(s->slice_dir), "%s", v);
+                else if (!strcmp(k, "gpu") && s->n_gpus < CLI_MAX_SLICE_GPUS) {
+                        const char *comma = strchr(v, ',');
+                        s->gpu_index[s->n_gpus] = (unsigned)u64_of(v);
+                        snprintf(s->gpu_uuid[s->n_gpus], GS_GPU_UUID_MAX, "%s", comma ? comma + 1 : "");
+                        s->n_gpus++;
+                }
+        }
+        return i;
+}
+
+static size_t parse_gpu(const struct gs_proto_msg *m, size_t i, struct cli_gpu *g)
+{
+        memset(g, 0, sizeof(*g));
+        g->index = (unsigned)u64_of(m->items[i].value);
+        for (i++; i < m->n_items; i++) {
+                const char *k = m->items[i].key, *v = m->items[i].value;
+                if (strncmp(k, "gpu_", 4) != 0)
+                        break;
+                k += 4;
+                if (!strcmp(k, "uuid"))
+                        snprintf(g->uuid, sizeof(g->uuid), "%s", v);
+                else if (!strcmp(k, "name"))
+                        snprintf(g->name, sizeof(g->name), "%s", v);
+                else if (!strcmp(k, "memory"))
+                        g->memory = u64_of(v);
+                else if (!strcmp(k, "healthy"))
+                        g->healthy = u64_of(v) != 0;
+                else if (!strcmp(k, "context_overhead"))
+                        g->context_overhead = u64_of(v);
+                else if (!strcmp(k, "free_milli"))
+                        g->free_milli = (uint32_t)u64_of(v);
+                else if (!strcmp(k, "free_memory"))
+                        g->free_memory = u64_of(v);
+                else if (!strcmp(k, "slices"))
+                        g->n_slices = (unsigned)u64_of(v);
+        }
+        return i;
+}
+
+int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy, const char *name,
+                     pid_t pid, struct cli_slice *ret, struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
+        gs_proto_builder_add(&b, "gpu_milli", "%" PRIu32, milli);
+        if (memory)
+                gs_proto_builder_add(&b, "memory", "%" PRIu64, memory);
+        if (policy)
+                gs_proto_builder_add(&b, "policy", "%s", policy);
+        if (name)
+                gs_proto_builder_add(&b, "name", "%s", name);
+        gs_proto_builder_add(&b, "pid", "%d", (int)pid);
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m.n_items; i++)
+                if (!strcmp(m.items[i].key, "slice")) {
+                        parse_slice(&m, i, ret);
+                        gs_proto_msg_done(&m);
+                        return 0;
+                }
+        gs_proto_msg_done(&m);
+        return gs_error_set(err, -EBADMSG, "gpusliced's reply names no slice");
+}
+
+int cli_release_slice(int fd, const char *id, struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_RELEASE, GS_PROTO_MAX_REQUEST);
+        gs_proto_builder_add(&b, "id", "%s", id);
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r == 0)
+                gs_proto_msg_done(&m);
+        return r;
+}
+
+void cli_listing_done(struct cli_listing *l)
+{
+        if (!l)
+                return;
+        free(l->gpus);
+        free(l->slices);
+        *l = (struct cli_listing){ 0 };
+}
+
+int cli_list(int fd, struct cli_listing *ret, struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_LIST, GS_PROTO_MAX_REQUEST);
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r < 0)
+                return r;
+        size_t ng = 0, ns = 0;
+        for (size_t i = 0; i < m.n_items; i++) {
+                ng += !strcmp(m.items[i].key, "gpu");
+                ns += !strcmp(m.items[i].key, "slice");
+        }
+        struct cli_listing l = { .gpus = calloc(ng + 1, sizeof(*l.gpus)),
+                                 .slices = calloc(ns + 1, sizeof(*l.slices)) };
+        if (!l.gpus || !l.slices) {
+                cli_listing_done(&l);
+                gs_proto_msg_done(&m);
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        }
+        for (size_t i = 0; i < m.n_items;) {
+                if (!strcmp(m.items[i].key, "gpu"))
+                        i = parse_gpu(&m, i, &l.gpus[l.n_gpus++]);
+                else if (!strcmp(m.items[i].key, "slice"))
+                        i = parse_slice(&m, i, &l.slices[l.n_slices++]);
+                else
+                        i++;
+        }
+        gs_proto_msg_done(&m);
+        *ret = l;
+        return 0;
+}
+
+int cli_plan(int fd, const uint32_t *milli, const uint64_t *memory, size_t n,
+             struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_PLAN, GS_PROTO_MAX_REQUEST);
+        for (size_t i = 0; i < n; i++)
+                gs_proto_builder_add(&b, "want", "%" PRIu32 ",%" PRIu64, milli[i], memory[i]);
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r == 0)
+                gs_proto_msg_done(&m);
+        return r;
+}

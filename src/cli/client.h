@@ -1,0 +1,97 @@
+/* The CLI's client of gpusliced's local API (docs/daemon.md): connecting
+ * (and starting an embedded daemon when none answers), and typed wrappers
+ * around each request. Blocking calls with bounded waits. */
+#ifndef GS_CLI_CLIENT_H
+#define GS_CLI_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "inventory.h"
+#include "ledger.h"
+#include "local_proto.h"
+
+#define CLI_MAX_SLICE_GPUS GS_SLICE_MAX_GPUS
+
+/* Where to find the daemon, and whether to start one. */
+struct cli_conn_opts {
+        bool sim;            /* start the daemon with --sim */
+        bool start;          /* start a daemon when none answers */
+};
+
+/* The socket path the CLI uses: $GPUSLICE_SOCKET, else the default
+ * (gs_local_default_dir()/gpusliced.sock). The state dir likewise from
+ * $GPUSLICE_STATE_DIR. Return 0 or -ENAMETOOLONG. */
+int cli_socket_path(char *buf, size_t size);
+int cli_state_dir(char *buf, size_t size);
+
+/* Connect to the daemon. When none answers and opts->start is set, start
+ * gpusliced (next to this binary, in the build tree, $GPUSLICE_DAEMON or on
+ * PATH) in the background with the same socket, state dir and --sim, and
+ * wait (at most ~15 s) for it to answer. On success *ret_fd is a connected
+ * socket (close it). On failure *err says why, including the daemon's own
+ * error lines when it failed to start. */
+int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error **err);
+
+/* Send one request built in b (consumed) and read the reply into *ret
+ * (gs_proto_msg_done). An error reply returns its code with its message in
+ * *err. */
+int cli_call(int fd, struct gs_proto_builder *b, struct gs_proto_msg *ret, struct gs_error **err);
+
+struct cli_slice {
+        char id[GS_SLICE_ID_MAX + 1];
+        char name[GS_SLICE_NAME_MAX + 1];
+        uint32_t milli;
+        uint64_t memory;         /* cap; 0 for whole GPUs */
+        char policy[8];
+        int pid;
+        unsigned uid;
+        int64_t created;
+        unsigned n_gpus;
+        unsigned gpu_index[CLI_MAX_SLICE_GPUS];
+        char gpu_uuid[CLI_MAX_SLICE_GPUS][GS_GPU_UUID_MAX];
+        bool has_used;
+        uint64_t used;           /* NVML's per-process memory, when known */
+        char config[GS_PATH_MAX];    /* "" for whole GPUs */
+        char slice_dir[GS_PATH_MAX];
+};
+
+struct cli_gpu {
+        unsigned index;
+        char uuid[GS_GPU_UUID_MAX];
+        char name[GS_GPU_NAME_MAX];
+        uint64_t memory, free_memory, context_overhead;
+        uint32_t free_milli;
+        bool healthy;
+        unsigned n_slices;
+};
+
+struct cli_listing {
+        struct cli_gpu *gpus;
+        size_t n_gpus;
+        struct cli_slice *slices;
+        size_t n_slices;
+};
+
+/* Ask for a slice for process `pid`: milli 1..999 or k*1000; memory 0 =
+ * the default cap; policy "share"/"cap"/NULL; name may be NULL. */
+int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy, const char *name,
+                     pid_t pid, struct cli_slice *ret, struct gs_error **err);
+
+/* Release a slice by id. */
+int cli_release_slice(int fd, const char *id, struct gs_error **err);
+
+/* List GPUs and slices into *ret (cli_listing_done). */
+int cli_list(int fd, struct cli_listing *ret, struct gs_error **err);
+void cli_listing_done(struct cli_listing *l);
+
+/* Check that n slices (milli[i], memory[i]; memory 0 = default) fit
+ * together on the node now. 0, or -ENOSPC with a message naming the slice
+ * that does not fit and each GPU's free share and memory. */
+int cli_plan(int fd, const uint32_t *milli, const uint64_t *memory, size_t n,
+             struct gs_error **err);
+
+#endif /* GS_CLI_CLIENT_H */

@@ -1,0 +1,168 @@
+/* gpuslice ls: the node's GPUs and their slices, as a table or as JSON
+ * (stable keys, docs/daemon.md). */
+#include <getopt.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "placement.h"
+#include "quantity.h"
+
+static const char ls_usage[] =
+        "Usage: gpuslice ls [--json] [--sim]\n"
+        "List the GPUs, their slices (share, memory cap, memory used) and what is free.\n\n"
+        "  --json     machine-readable output (keys documented in docs/daemon.md)\n"
+        "  --sim      start the daemon on simgpu if none runs\n"
+        "  -h, --help this text\n";
+
+static void json_string(const char *s)
+{
+        putchar('"');
+        for (; *s; s++) {
+                unsigned char c = (unsigned char)*s;
+                if (c == '"' || c == '\\')
+                        printf("\\%c", c);
+                else if (c < 0x20)
+                        printf("\\u%04x", c);
+                else
+                        putchar(c);
+        }
+        putchar('"');
+}
+
+static bool slice_on_gpu(const struct cli_slice *s, const char *uuid)
+{
+        for (unsigned i = 0; i < s->n_gpus; i++)
+                if (!strcmp(s->gpu_uuid[i], uuid))
+                        return true;
+        return false;
+}
+
+static void print_json(const struct cli_listing *l)
+{
+        printf("{\"gpus\": [");
+        for (size_t g = 0; g < l->n_gpus; g++) {
+                const struct cli_gpu *gpu = &l->gpus[g];
+                printf("%s\n  {\"index\": %u, \"uuid\": ", g ? "," : "", gpu->index);
+                json_string(gpu->uuid);
+                printf(", \"name\": ");
+                json_string(gpu->name);
+                printf(", \"healthy\": %s, \"memory\": %" PRIu64 ", \"context_overhead\": %" PRIu64
+                       ", \"free_milli\": %" PRIu32 ", \"free_memory\": %" PRIu64 ", \"slices\": [",
+                       gpu->healthy ? "true" : "false", gpu->memory, gpu->context_overhead,
+                       gpu->free_milli, gpu->free_memory);
+                bool first = true;
+                for (size_t i = 0; i < l->n_slices; i++) {
+                        const struct cli_slice *s = &l->slices[i];
+                        if (!slice_on_gpu(s, gpu->uuid))
+                                continue;
+                        printf("%s\n    {\"id\": ", first ? "" : ",");
+                        first = false;
+                        json_string(s->id);
+                        printf(", \"name\": ");
+                        json_string(s->name);
+                        printf(", \"milli\": %" PRIu32 ", \"whole\": %s, \"memory_cap\": %" PRIu64
+                               ", \"memory_used\": ",
+                               s->milli, s->milli >= 1000 ? "true" : "false", s->memory);
+                        if (s->has_used)
+                                printf("%" PRIu64, s->used);
+                        else
+                                printf("null");
+                        printf(", \"policy\": ");
+                        json_string(s->policy);
+                        printf(", \"pid\": %d, \"uid\": %u, \"created\": %" PRId64 ", \"config\": ",
+                               s->pid, s->uid, s->created);
+                        if (s->config[0])
+                                json_string(s->config);
+                        else
+                                printf("null");
+                        printf("}");
+                }
+                printf("%s]}", first ? "" : "\n  ");
+        }
+        printf("%s]}\n", l->n_gpus ? "\n" : "");
+}
+
+static void print_table(const struct cli_listing *l)
+{
+        char a[32], b[32], c[32];
+        if (l->n_gpus == 0) {
+                puts("No GPUs.");
+                return;
+        }
+        printf("%-4s %-42s %-22s %9s %10s %11s %6s\n", "GPU", "UUID", "NAME", "MEMORY",
+               "FREE SHARE", "FREE MEMORY", "SLICES");
+        for (size_t g = 0; g < l->n_gpus; g++) {
+                const struct cli_gpu *gpu = &l->gpus[g];
+                char share[16];
+                snprintf(share, sizeof(share), "%" PRIu32 "m", gpu->free_milli);
+                printf("%-4u %-42s %-22.22s %9s %10s %11s %6u%s\n", gpu->index, gpu->uuid, gpu->name,
+                       gs_bytes_human(gpu->memory, a, sizeof(a)), share,
+                       gs_bytes_human(gpu->free_memory, b, sizeof(b)), gpu->n_slices,
+                       gpu->healthy ? "" : "  UNHEALTHY");
+                bool header = false;
+                for (size_t i = 0; i < l->n_slices; i++) {
+                        const struct cli_slice *s = &l->slices[i];
+                        if (!slice_on_gpu(s, gpu->uuid))
+                                continue;
+                        if (!header) {
+                                printf("     %-8s %-20s %6s %10s %10s %-6s %8s\n", "SLICE", "NAME",
+                                       "SHARE", "MEM CAP", "MEM USED", "POLICY", "PID");
+                                header = true;
+                        }
+                        char sh[16];
+                        gs_gpu_quantity_format(s->milli, sh, sizeof(sh));
+                        printf("     %-8s %-20.20s %6s %10s %10s %-6s %8d\n", s->id,
+                               s->name[0] ? s->name : "-", sh,
+                               s->memory ? gs_bytes_human(s->memory, a, sizeof(a)) : "whole",
+                               s->has_used ? gs_bytes_human(s->used, c, sizeof(c)) : "-",
+                               s->policy, s->pid);
+                }
+        }
+}
+
+int cmd_ls(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "json", no_argument, NULL, 'j' },
+                { "sim", no_argument, NULL, 's' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        bool json = false, sim = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 's': sim = true; break;
+                case 'h': fputs(ls_usage, stdout); return 0;
+                default: fputs(ls_usage, stderr); return CLI_EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gpuslice ls: unexpected argument '%s'\n", argv[optind]);
+                return CLI_EXIT_USAGE;
+        }
+        struct gs_error *err = NULL;
+        int fd = -1;
+        struct cli_conn_opts co = { .sim = sim, .start = true };
+        struct cli_listing l = { 0 };
+        if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
+                fprintf(stderr, "gpuslice ls: %s\n", gs_error_msg(err));
+                gs_error_free(err);
+                if (fd >= 0)
+                        close(fd);
+                return 1;
+        }
+        close(fd);
+        if (json)
+                print_json(&l);
+        else
+                print_table(&l);
+        cli_listing_done(&l);
+        return 0;
+}

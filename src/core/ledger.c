@@ -1,0 +1,510 @@
+/* The slice ledger: in-memory set of slices, its versioned text encoding
+ * and crash-safe persistence. See ledger.h for the format. */
+#include "ledger.h"
+
+#include <fcntl.h>
+#include <inttypes.h>
+#include <libgen.h>
+#include <stdarg.h>
+#include <limits.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "macro.h"
+
+#define LEDGER_MAGIC "gpuslice-ledger"
+#define LEDGER_MAX_LINE 4096
+
+void gs_ledger_init(struct gs_ledger *l)
+{
+        *l = (struct gs_ledger){ .next_id = 1 };
+}
+
+void gs_ledger_done(struct gs_ledger *l)
+{
+        if (!l)
+                return;
+        gs_free(l->slices);
+        gs_ledger_init(l);
+}
+
+bool gs_slice_is_whole(const struct gs_slice *s)
+{
+        return s->milli >= 1000 && s->milli % 1000 == 0;
+}
+
+/* [A-Za-z0-9._-]{min,max} */
+static bool token_ok(const char *s, size_t min, size_t max)
+{
+        size_t n = strnlen(s, max + 1);
+        if (n < min || n > max)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                      c == '.' || c == '_' || c == '-'))
+                        return false;
+        }
+        return true;
+}
+
+int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
+{
+        if (!token_ok(s->id, 1, GS_SLICE_ID_MAX))
+                return gs_error_set(err, -EINVAL, "slice id '%.64s' is not 1-63 of [A-Za-z0-9._-]",
+                                    s->id);
+        if (s->name[0] && !token_ok(s->name, 1, GS_SLICE_NAME_MAX))
+                return gs_error_set(err, -EINVAL, "slice name '%.64s' is not 1-63 of [A-Za-z0-9._-]",
+                                    s->name);
+        bool whole = gs_slice_is_whole(s);
+        if (s->milli == 0 || (s->milli >= 1000 && !whole))
+                return gs_error_set(err, -EINVAL,
+                                    "slice %s: share %" PRIu32 "m is neither 1m..999m nor whole GPUs",
+                                    s->id, s->milli);
+        unsigned want = whole ? s->milli / 1000 : 1;
+        if (s->n_gpus != want || want > GS_SLICE_MAX_GPUS)
+                return gs_error_set(err, -EINVAL, "slice %s: share %" PRIu32 "m needs %u GPU(s), has %u",
+                                    s->id, s->milli, want, s->n_gpus);
+        if (!whole && s->memory_cap == 0)
+                return gs_error_set(err, -EINVAL, "slice %s: memory cap is 0", s->id);
+        if (s->policy != GS_POLICY_SHARE && s->policy != GS_POLICY_CAP)
+                return gs_error_set(err, -EINVAL, "slice %s: unknown policy", s->id);
+        if (s->pid <= 0)
+                return gs_error_set(err, -EINVAL, "slice %s: pid %d is not a process", s->id,
+                                    (int)s->pid);
+        for (unsigned i = 0; i < s->n_gpus; i++) {
+                if (!token_ok(s->gpus[i].uuid, 1, GS_GPU_UUID_MAX - 1))
+                        return gs_error_set(err, -EINVAL, "slice %s: GPU uuid '%.96s' is invalid",
+                                            s->id, s->gpus[i].uuid);
+                if (s->gpus[i].index >= GS_MAX_GPUS)
+                        return gs_error_set(err, -EINVAL, "slice %s: GPU index %u out of range",
+                                            s->id, s->gpus[i].index);
+                for (unsigned j = 0; j < i; j++)
+                        if (strcmp(s->gpus[i].uuid, s->gpus[j].uuid) == 0)
+                                return gs_error_set(err, -EINVAL, "slice %s: GPU %s listed twice",
+                                                    s->id, s->gpus[i].uuid);
+        }
+        return 0;
+}
+
+void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s)
+{
+        snprintf(s->id, sizeof(s->id), "s%" PRIu64, l->next_id);
+        l->next_id++;
+}
+
+struct gs_slice *gs_ledger_find(const struct gs_ledger *l, const char *id)
+{
+        for (size_t i = 0; i < l->n_slices; i++)
+                if (strcmp(l->slices[i].id, id) == 0)
+                        return &l->slices[i];
+        return NULL;
+}
+
+int gs_ledger_add(struct gs_ledger *l, const struct gs_slice *s, struct gs_error **err)
+{
+        int r = gs_slice_validate(s, err);
+        if (r < 0)
+                return r;
+        if (gs_ledger_find(l, s->id))
+                return gs_error_set(err, -EEXIST, "slice %s already exists", s->id);
+        if (l->n_slices >= GS_LEDGER_MAX_SLICES)
+                return gs_error_set(err, -ENOSPC, "the ledger holds its limit of %d slices",
+                                    GS_LEDGER_MAX_SLICES);
+        if (l->n_slices == l->cap) {
+                size_t ncap = l->cap ? l->cap * 2 : 16;
+                struct gs_slice *n = gs_realloc(l->slices, ncap * sizeof(*n));
+                if (!n)
+                        return gs_error_set(err, -ENOMEM, "out of memory");
+                l->slices = n;
+                l->cap = ncap;
+        }
+        l->slices[l->n_slices++] = *s;
+        return 0;
+}
+
+int gs_ledger_remove(struct gs_ledger *l, const char *id)
+{
+        struct gs_slice *s = gs_ledger_find(l, id);
+        if (!s)
+                return -ENOENT;
+        size_t i = (size_t)(s - l->slices);
+        memmove(&l->slices[i], &l->slices[i + 1], (l->n_slices - i - 1) * sizeof(*s));
+        l->n_slices--;
+        return 0;
+}
+
+/* ---- encoding ---- */
+
+struct sbuf {
+        char *data;
+        size_t len, cap;
+        bool oom;
+};
+
+GS_PRINTF(2, 3) static void sbuf_printf(struct sbuf *b, const char *fmt, ...)
+{
+        if (b->oom)
+                return;
+        for (;;) {
+                va_list ap;
+                va_start(ap, fmt);
+                int n = vsnprintf(b->data ? b->data + b->len : NULL, b->data ? b->cap - b->len : 0,
+                                  fmt, ap);
+                va_end(ap);
+                if (n < 0) {
+                        b->oom = true;
+                        return;
+                }
+                if (b->data && (size_t)n < b->cap - b->len) {
+                        b->len += (size_t)n;
+                        return;
+                }
+                size_t ncap = GS_MAX(b->cap * 2, b->len + (size_t)n + 256);
+                char *d = gs_realloc(b->data, ncap);
+                if (!d) {
+                        b->oom = true;
+                        return;
+                }
+                b->data = d;
+                b->cap = ncap;
+        }
+}
+
+int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
+{
+        struct sbuf b = { 0 };
+        sbuf_printf(&b, "%s %d\nnext_id %" PRIu64 "\n", LEDGER_MAGIC, GS_LEDGER_VERSION, l->next_id);
+        for (size_t i = 0; i < l->n_slices; i++) {
+                const struct gs_slice *s = &l->slices[i];
+                sbuf_printf(&b,
+                            "slice id=%s milli=%" PRIu32 " memory=%" PRIu64
+                            " policy=%s pid=%d start=%" PRIu64 " uid=%u created=%" PRId64,
+                            s->id, s->milli, s->memory_cap,
+                            s->policy == GS_POLICY_CAP ? "cap" : "share", (int)s->pid,
+                            s->start_time, (unsigned)s->uid, s->created);
+                if (s->name[0])
+                        sbuf_printf(&b, " name=%s", s->name);
+                for (unsigned g = 0; g < s->n_gpus; g++)
+                        sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
+                sbuf_printf(&b, "\n");
+        }
+        sbuf_printf(&b, "end %zu\n", l->n_slices);
+        if (b.oom) {
+                gs_free(b.data);
+                return -ENOMEM;
+        }
+        *ret_buf = b.data;
+        *ret_len = b.len;
+        return 0;
+}
+
+/* ---- decoding ---- */
+
+/* Strict unsigned decimal: digits only, no sign, no leading zeros beyond
+ * "0", value <= max. */
+static bool parse_u64(const char *s, uint64_t max, uint64_t *ret)
+{
+        uint64_t v = 0;
+        if (!*s || (s[0] == '0' && s[1]))
+                return false;
+        for (; *s; s++) {
+                if (*s < '0' || *s > '9')
+                        return false;
+                unsigned d = (unsigned)(*s - '0');
+                if (v > (max - d) / 10)
+                        return false;
+                v = v * 10 + d;
+        }
+        *ret = v;
+        return true;
+}
+
+static bool parse_i64(const char *s, int64_t *ret)
+{
+        bool neg = s[0] == '-';
+        uint64_t v;
+        if (!parse_u64(s + neg, (uint64_t)INT64_MAX, &v))
+                return false;
+        *ret = neg ? -(int64_t)v : (int64_t)v;
+        return true;
+}
+
+static bool copy_token(char *dst, size_t size, const char *src)
+{
+        if (!token_ok(src, 1, size - 1))
+                return false;
+        memcpy(dst, src, strlen(src) + 1);
+        return true;
+}
+
+/* One `key=value` token of a slice line into s. `seen` tracks keys. */
+static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned lineno,
+                       struct gs_error **err)
+{
+        static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",
+                                            "start", "uid", "created", "name",   "gpu" };
+        char *eq = strchr(tok, '=');
+        if (!eq)
+                return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
+                                    tok);
+        *eq = '\0';
+        const char *v = eq + 1;
+        unsigned k;
+        for (k = 0; k < GS_ARRAY_SIZE(keys); k++)
+                if (strcmp(tok, keys[k]) == 0)
+                        break;
+        if (k == GS_ARRAY_SIZE(keys))
+                return gs_error_set(err, -EINVAL, "line %u: unknown key '%.40s'", lineno, tok);
+        if (k != 9 && (*seen & (1u << k)))
+                return gs_error_set(err, -EINVAL, "line %u: key '%s' repeated", lineno, tok);
+        *seen |= 1u << k;
+        uint64_t u = 0;
+        bool ok = true;
+        switch (k) {
+        case 0: ok = copy_token(s->id, sizeof(s->id), v); break;
+        case 1: ok = parse_u64(v, 1000u * GS_SLICE_MAX_GPUS, &u); s->milli = (uint32_t)u; break;
+        case 2: ok = parse_u64(v, UINT64_MAX, &s->memory_cap); break;
+        case 3:
+                if (strcmp(v, "share") == 0)
+                        s->policy = GS_POLICY_SHARE;
+                else if (strcmp(v, "cap") == 0)
+                        s->policy = GS_POLICY_CAP;
+                else
+                        ok = false;
+                break;
+        case 4: ok = parse_u64(v, INT32_MAX, &u); s->pid = (pid_t)u; break;
+        case 5: ok = parse_u64(v, UINT64_MAX, &s->start_time); break;
+        case 6: ok = parse_u64(v, UINT32_MAX - 1u, &u); s->uid = (uid_t)u; break;
+        case 7: ok = parse_i64(v, &s->created); break;
+        case 8: ok = copy_token(s->name, sizeof(s->name), v); break;
+        case 9: {
+                char *comma = strchr(v, ',');
+                if (!comma || s->n_gpus >= GS_SLICE_MAX_GPUS) {
+                        ok = false;
+                        break;
+                }
+                *comma = '\0';
+                struct gs_slice_gpu *g = &s->gpus[s->n_gpus];
+                ok = parse_u64(v, GS_MAX_GPUS - 1, &u) &&
+                     copy_token(g->uuid, sizeof(g->uuid), comma + 1);
+                g->index = (unsigned)u;
+                if (ok)
+                        s->n_gpus++;
+                break;
+        }
+        }
+        if (!ok)
+                return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);
+        return 0;
+}
+
+static int parse_slice_line(struct gs_ledger *l, char *rest, unsigned lineno, struct gs_error **err)
+{
+        struct gs_slice s = { 0 };
+        unsigned seen = 0;
+        while (rest) {
+                char *sp = strchr(rest, ' ');
+                if (sp)
+                        *sp = '\0';
+                int r = slice_token(&s, rest, &seen, lineno, err);
+                if (r < 0)
+                        return r;
+                rest = sp ? sp + 1 : NULL;
+        }
+        const unsigned required = 0x2FFu; /* every key but name (bit 8) */
+        if ((seen & required) != required)
+                return gs_error_set(err, -EINVAL, "line %u: slice lacks a required key", lineno);
+        int r = gs_ledger_add(l, &s, err);
+        if (r < 0) {
+                gs_error_wrap(err, "line %u", lineno);
+                return r == -ENOMEM ? r : -EINVAL;
+        }
+        return 0;
+}
+
+static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
+{
+        unsigned lineno = 0;
+        bool ended = false;
+        char *line = text;
+        while (*line) {
+                char *nl = strchr(line, '\n');
+                if (!nl)
+                        return gs_error_set(err, -EINVAL, "line %u: missing newline (truncated?)",
+                                            lineno + 1);
+                *nl = '\0';
+                lineno++;
+                if (nl - line > LEDGER_MAX_LINE)
+                        return gs_error_set(err, -EINVAL, "line %u: longer than %d bytes", lineno,
+                                            LEDGER_MAX_LINE);
+                uint64_t u;
+                if (ended)
+                        return gs_error_set(err, -EINVAL, "line %u: data after 'end'", lineno);
+                if (lineno == 1) {
+                        if (strncmp(line, LEDGER_MAGIC " ", sizeof(LEDGER_MAGIC)) != 0)
+                                return gs_error_set(err, -EINVAL, "not a gpuslice ledger (line 1)");
+                        if (!parse_u64(line + sizeof(LEDGER_MAGIC), 1000000, &u) ||
+                            u != GS_LEDGER_VERSION)
+                                return gs_error_set(err, -EINVAL,
+                                                    "unsupported ledger version '%.20s' (this "
+                                                    "gpusliced reads version %d)",
+                                                    line + sizeof(LEDGER_MAGIC), GS_LEDGER_VERSION);
+                } else if (lineno == 2) {
+                        if (strncmp(line, "next_id ", 8) != 0 ||
+                            !parse_u64(line + 8, UINT64_MAX / 2, &u) || u == 0)
+                                return gs_error_set(err, -EINVAL, "line 2: expected 'next_id N'");
+                        l->next_id = u;
+                } else if (strncmp(line, "slice ", 6) == 0) {
+                        int r = parse_slice_line(l, line + 6, lineno, err);
+                        if (r < 0)
+                                return r;
+                } else if (strncmp(line, "end ", 4) == 0) {
+                        if (!parse_u64(line + 4, GS_LEDGER_MAX_SLICES, &u) || u != l->n_slices)
+                                return gs_error_set(err, -EINVAL,
+                                                    "line %u: 'end' count does not match %zu slices",
+                                                    lineno, l->n_slices);
+                        ended = true;
+                } else {
+                        return gs_error_set(err, -EINVAL, "line %u: unknown record '%.20s'", lineno,
+                                            line);
+                }
+                line = nl + 1;
+        }
+        if (!ended)
+                return gs_error_set(err, -EINVAL, "no 'end' line (truncated file)");
+        /* An id at or above next_id would be handed out again. */
+        for (size_t i = 0; i < l->n_slices; i++) {
+                uint64_t n;
+                if (l->slices[i].id[0] == 's' && parse_u64(l->slices[i].id + 1, UINT64_MAX, &n) &&
+                    n >= l->next_id)
+                        return gs_error_set(err, -EINVAL, "slice %s is not below next_id %" PRIu64,
+                                            l->slices[i].id, l->next_id);
+        }
+        return 0;
+}
+
+int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs_error **err)
+{
+        if (len > GS_LEDGER_MAX_BYTES)
+                return gs_error_set(err, -EINVAL, "ledger larger than %u bytes", GS_LEDGER_MAX_BYTES);
+        if (memchr(buf, '\0', len))
+                return gs_error_set(err, -EINVAL, "ledger contains a NUL byte");
+        if (len == 0)
+                return gs_error_set(err, -EINVAL, "ledger is empty");
+        char *text = gs_malloc(len + 1);
+        if (!text)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        memcpy(text, buf, len);
+        text[len] = '\0';
+        struct gs_ledger n;
+        gs_ledger_init(&n);
+        int r = decode_lines(&n, text, err);
+        gs_free(text);
+        if (r < 0) {
+                gs_ledger_done(&n);
+                return r;
+        }
+        gs_ledger_done(l);
+        *l = n;
+        return 0;
+}
+
+int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err)
+{
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (fd < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return -ENOENT;
+                return gs_error_set(err, -e, "cannot open state file %s: %s", path, strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return gs_error_set(err, -EINVAL, "state file %s is not a regular file", path);
+        if ((uint64_t)st.st_size > GS_LEDGER_MAX_BYTES)
+                return gs_error_set(err, -EFBIG, "state file %s is larger than %u bytes", path,
+                                    GS_LEDGER_MAX_BYTES);
+        size_t size = (size_t)st.st_size;
+        _cleanup_free_ char *buf = malloc(size + 1);
+        if (!buf)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        size_t got = 0;
+        while (got < size) {
+                ssize_t n = read(fd, buf + got, size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        int e = errno;
+                        return gs_error_set(err, -e, "cannot read state file %s: %s", path,
+                                            strerror(e));
+                }
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        int r = gs_ledger_decode(l, buf, got, err);
+        if (r < 0) {
+                gs_error_wrap(err, "corrupt state file %s", path);
+                return r;
+        }
+        return 0;
+}
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+        while (len) {
+                ssize_t n = write(fd, buf, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                buf += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err)
+{
+        _cleanup_free_ char *tmp = NULL, *dircopy = NULL;
+        char *text = NULL;
+        size_t len = 0;
+        if (asprintf(&tmp, "%s.tmp", path) < 0) {
+                tmp = NULL;
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        }
+        if (gs_ledger_encode(l, &text, &len) < 0)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0) {
+                int e = errno;
+                gs_free(text);
+                return gs_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
+        }
+        int r = write_all(fd, text, len);
+        gs_free(text);
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(tmp);
+                return gs_error_set(err, r, "cannot write state file %s: %s", path, strerror(-r));
+        }
+        dircopy = strdup(path);
+        if (!dircopy)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        _cleanup_close_ int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || fsync(dfd) < 0) {
+                int e = errno;
+                return gs_error_set(err, -e, "cannot sync the directory of %s: %s", path,
+                                    strerror(e));
+        }
+        return 0;
+}

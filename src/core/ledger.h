@@ -1,0 +1,104 @@
+/* The slice ledger: every slice the node daemon has granted, persisted
+ * crash-safely under the daemon's state directory.
+ *
+ * The on-disk form is versioned text (see docs/daemon.md, "State"):
+ *
+ *   gpuslice-ledger 1
+ *   next_id 18
+ *   slice id=s17 milli=300 memory=6442450944 policy=share pid=4242
+ *         start=991234 uid=1000 created=1764471845 name=iris gpu=0,GPU-1234…
+ *   end 1
+ *
+ * (one `slice` line per slice, tokens separated by single spaces; `gpu=`
+ * repeats for whole-GPU slices; `end` carries the slice count so a
+ * truncated file is detected). Anything else is rejected as a whole. */
+#ifndef GS_LEDGER_H
+#define GS_LEDGER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "inventory.h"
+#include "gpuslice/slice_conf.h"
+
+#define GS_LEDGER_VERSION 1
+#define GS_LEDGER_MAX_SLICES 1024
+#define GS_LEDGER_MAX_BYTES (4u << 20)   /* state file size limit */
+#define GS_SLICE_MAX_GPUS 8              /* most GPUs one whole-GPU slice holds */
+#define GS_SLICE_NAME_MAX 63
+
+struct gs_slice_gpu {
+        unsigned index;
+        char uuid[GS_GPU_UUID_MAX];
+};
+
+struct gs_slice {
+        char id[GS_SLICE_ID_MAX + 1];   /* "s<n>", never reused */
+        uint32_t milli;                 /* 1..999 slice, k*1000 whole GPUs */
+        uint64_t memory_cap;            /* bytes (whole GPUs: 0, no limit) */
+        enum gs_compute_policy policy;
+        pid_t pid;                      /* the process the slice lives for */
+        uint64_t start_time;            /* its start time (/proc/pid/stat field 22) */
+        uid_t uid;                      /* its owner */
+        int64_t created;                /* unix seconds */
+        char name[GS_SLICE_NAME_MAX + 1]; /* [A-Za-z0-9._-], "" when none */
+        unsigned n_gpus;
+        struct gs_slice_gpu gpus[GS_SLICE_MAX_GPUS];
+};
+
+struct gs_ledger {
+        struct gs_slice *slices;
+        size_t n_slices;
+        size_t cap;
+        uint64_t next_id;               /* next slice number, starts at 1 */
+};
+
+/* Initialise an empty ledger (no allocation). */
+void gs_ledger_init(struct gs_ledger *l);
+/* Free the ledger's storage and leave it empty; NULL-safe. */
+void gs_ledger_done(struct gs_ledger *l);
+
+/* True when a slice is whole GPUs (milli a multiple of 1000). */
+bool gs_slice_is_whole(const struct gs_slice *s);
+
+/* Check a slice's fields (id, name, share, GPUs, policy) for validity.
+ * Returns 0 or -EINVAL with a message. */
+int gs_slice_validate(const struct gs_slice *s, struct gs_error **err);
+
+/* Give `s` the next id ("s<next_id>") and advance next_id. */
+void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s);
+
+/* Copy a valid slice into the ledger. -EEXIST for a duplicate id, -ENOSPC
+ * past GS_LEDGER_MAX_SLICES, -ENOMEM, -EINVAL for an invalid slice. */
+int gs_ledger_add(struct gs_ledger *l, const struct gs_slice *s, struct gs_error **err);
+
+/* Remove the slice with this id. 0, or -ENOENT. Pointers into the ledger
+ * are invalidated by add and remove. */
+int gs_ledger_remove(struct gs_ledger *l, const char *id);
+
+/* The slice with this id, or NULL. */
+struct gs_slice *gs_ledger_find(const struct gs_ledger *l, const char *id);
+
+/* Serialise the ledger. On success *ret_buf (gs_free) holds *ret_len bytes
+ * of text, NUL-terminated. -ENOMEM on failure. */
+int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len);
+
+/* Parse a serialised ledger into `l` (initialised; replaced on success,
+ * untouched on failure). Any defect (unknown version, bad token, bad count,
+ * duplicate id, oversize) fails with -EINVAL (or -ENOMEM) and a message
+ * naming the line. */
+int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs_error **err);
+
+/* Load `path` into `l`. A missing file is -ENOENT (l left empty, no
+ * message); an unreadable, oversize or corrupt file fails with a message
+ * naming the file. */
+int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err);
+
+/* Save crash-safely: write `path`.tmp, fsync, rename over `path`, fsync the
+ * directory. On failure `path` still holds the previous state. */
+int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err);
+
+#endif /* GS_LEDGER_H */

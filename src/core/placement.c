@@ -1,0 +1,203 @@
+/* Placement of slices on a node's GPUs. See placement.h. */
+#include "placement.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "quantity.h"
+
+int gs_placement_policy_parse(const char *s, enum gs_placement_policy *ret, struct gs_error **err)
+{
+        if (strcmp(s, "binpack") == 0)
+                *ret = GS_PLACE_BINPACK;
+        else if (strcmp(s, "spread") == 0)
+                *ret = GS_PLACE_SPREAD;
+        else
+                return gs_error_set(err, -EINVAL,
+                                    "placement policy '%.40s' is unknown (accepted: binpack, spread)",
+                                    s);
+        return 0;
+}
+
+const char *gs_placement_policy_name(enum gs_placement_policy p)
+{
+        return p == GS_PLACE_SPREAD ? "spread" : "binpack";
+}
+
+static int gpu_position(const struct gs_inventory *inv, const char *uuid)
+{
+        for (unsigned i = 0; i < inv->n_gpus; i++)
+                if (strcmp(inv->gpus[i].uuid, uuid) == 0)
+                        return (int)i;
+        return -1;
+}
+
+void gs_placement_usage(const struct gs_inventory *inv, const struct gs_ledger *l,
+                        struct gs_gpu_usage *usage)
+{
+        for (unsigned i = 0; i < inv->n_gpus; i++)
+                usage[i] = (struct gs_gpu_usage){ .free_milli = GS_MILLI_PER_GPU,
+                                                  .free_memory = inv->gpus[i].memory_total };
+        for (size_t k = 0; k < l->n_slices; k++) {
+                const struct gs_slice *s = &l->slices[k];
+                bool whole = gs_slice_is_whole(s);
+                for (unsigned g = 0; g < s->n_gpus; g++) {
+                        int p = gpu_position(inv, s->gpus[g].uuid);
+                        if (p < 0)
+                                continue;
+                        struct gs_gpu_usage *u = &usage[p];
+                        uint32_t m = whole ? GS_MILLI_PER_GPU : s->milli;
+                        uint64_t mem = whole ? u->free_memory : s->memory_cap;
+                        u->free_milli = u->free_milli > m ? u->free_milli - m : 0;
+                        u->free_memory = u->free_memory > mem ? u->free_memory - mem : 0;
+                        u->n_slices++;
+                }
+        }
+}
+
+char *gs_bytes_human(uint64_t bytes, char *buf, size_t size)
+{
+        static const char *const units[] = { "Ki", "Mi", "Gi", "Ti", "Pi" };
+        if (bytes < 1024) {
+                snprintf(buf, size, "%" PRIu64 "B", bytes);
+                return buf;
+        }
+        double v = (double)bytes / 1024.0;
+        unsigned u = 0;
+        while (v >= 1024.0 && u + 1 < GS_ARRAY_SIZE(units)) {
+                v /= 1024.0;
+                u++;
+        }
+        /* Round down so "free" is never overstated. */
+        double shown = (double)(uint64_t)(v * 10.0) / 10.0;
+        snprintf(buf, size, "%.1f%s", shown, units[u]);
+        return buf;
+}
+
+/* "GPU 0 (GPU-…): 400m and 7.2Gi free; GPU 1 (…): unhealthy" */
+static void describe_gpus(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+                          char *buf, size_t size)
+{
+        size_t off = 0;
+        buf[0] = '\0';
+        for (unsigned i = 0; i < inv->n_gpus && off + 1 < size; i++) {
+                const struct gs_gpu *g = &inv->gpus[i];
+                char mem[32];
+                int n;
+                if (!g->healthy)
+                        n = snprintf(buf + off, size - off, "%sGPU %u (%s): unhealthy",
+                                     i ? "; " : "", g->index, g->uuid);
+                else
+                        n = snprintf(buf + off, size - off,
+                                     "%sGPU %u (%s): %" PRIu32 "m and %s free (%u slice%s)",
+                                     i ? "; " : "", g->index, g->uuid, usage[i].free_milli,
+                                     gs_bytes_human(usage[i].free_memory, mem, sizeof(mem)),
+                                     usage[i].n_slices, usage[i].n_slices == 1 ? "" : "s");
+                if (n < 0)
+                        break;
+                off += (size_t)n;
+        }
+}
+
+static int place_whole(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+                       uint32_t milli, struct gs_placement *ret, struct gs_error **err)
+{
+        unsigned want = milli / GS_MILLI_PER_GPU;
+        if (want > GS_SLICE_MAX_GPUS || want > inv->n_gpus)
+                return gs_error_set(err, -EINVAL,
+                                    "%u whole GPUs requested but this node has %u GPU%s", want,
+                                    inv->n_gpus, inv->n_gpus == 1 ? "" : "s");
+        struct gs_placement p = { .n_gpus = 0, .memory_cap = 0 };
+        for (unsigned i = 0; i < inv->n_gpus && p.n_gpus < want; i++)
+                if (inv->gpus[i].healthy && usage[i].n_slices == 0)
+                        p.gpus[p.n_gpus++] = i;
+        if (p.n_gpus < want) {
+                char desc[2048];
+                describe_gpus(inv, usage, desc, sizeof(desc));
+                return gs_error_set(err, -ENOSPC,
+                                    "%u whole GPU%s requested but only %u GPU%s hold%s no slices: %s",
+                                    want, want == 1 ? "" : "s", p.n_gpus, p.n_gpus == 1 ? "" : "s",
+                                    p.n_gpus == 1 ? "s" : "", desc);
+        }
+        *ret = p;
+        return 0;
+}
+
+/* Is candidate a better choice than the current best under the policy? */
+static bool better(enum gs_placement_policy policy, const struct gs_gpu_usage *c,
+                   const struct gs_gpu_usage *b)
+{
+        if (c->free_milli != b->free_milli)
+                return policy == GS_PLACE_BINPACK ? c->free_milli < b->free_milli
+                                                  : c->free_milli > b->free_milli;
+        if (c->free_memory != b->free_memory)
+                return policy == GS_PLACE_BINPACK ? c->free_memory < b->free_memory
+                                                  : c->free_memory > b->free_memory;
+        return false; /* equal: keep the lower index */
+}
+
+int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+             enum gs_placement_policy policy, const struct gs_placement_request *req,
+             struct gs_placement *ret, struct gs_error **err)
+{
+        uint32_t milli = req->milli;
+        if (milli == 0 || (milli > GS_MILLI_PER_GPU && milli % GS_MILLI_PER_GPU))
+                return gs_error_set(err, -EINVAL,
+                                    "gpu share %" PRIu32 "m is neither 1m..999m nor whole GPUs",
+                                    milli);
+        if (inv->n_gpus == 0)
+                return gs_error_set(err, -ENOSPC, "this node has no GPUs");
+        if (milli % GS_MILLI_PER_GPU == 0)
+                return place_whole(inv, usage, milli, ret, err);
+
+        int best = -1;
+        uint64_t best_cap = 0, largest = 0;
+        for (unsigned i = 0; i < inv->n_gpus; i++) {
+                const struct gs_gpu *g = &inv->gpus[i];
+                largest = GS_MAX(largest, g->memory_total);
+                uint64_t cap = req->memory ? req->memory : gs_default_memory_cap(milli, g->memory_total);
+                if (!g->healthy || cap == 0 || usage[i].free_milli < milli ||
+                    usage[i].free_memory < cap)
+                        continue;
+                if (best < 0 || better(policy, &usage[i], &usage[best])) {
+                        best = (int)i;
+                        best_cap = cap;
+                }
+        }
+        char want_mem[32];
+        if (req->memory && req->memory > largest)
+                return gs_error_set(err, -EINVAL,
+                                    "gpu memory %s is more than any GPU of this node has (largest: %s)",
+                                    gs_bytes_human(req->memory, want_mem, sizeof(want_mem)),
+                                    gs_bytes_human(largest, (char[32]){ 0 }, 32));
+        if (best < 0) {
+                char desc[2048];
+                describe_gpus(inv, usage, desc, sizeof(desc));
+                if (req->memory)
+                        return gs_error_set(err, -ENOSPC,
+                                            "no single GPU has room for %" PRIu32 "m and %s: %s",
+                                            milli,
+                                            gs_bytes_human(req->memory, want_mem, sizeof(want_mem)),
+                                            desc);
+                return gs_error_set(err, -ENOSPC,
+                                    "no single GPU has room for %" PRIu32
+                                    "m and its default memory (%" PRIu32 "/1000 of the GPU): %s",
+                                    milli, milli, desc);
+        }
+        *ret = (struct gs_placement){ .n_gpus = 1, .gpus = { (unsigned)best }, .memory_cap = best_cap };
+        return 0;
+}
+
+void gs_placement_commit(struct gs_gpu_usage *usage, const struct gs_placement_request *req,
+                         const struct gs_placement *p)
+{
+        for (unsigned i = 0; i < p->n_gpus; i++) {
+                struct gs_gpu_usage *u = &usage[p->gpus[i]];
+                uint32_t m = p->memory_cap ? req->milli : GS_MILLI_PER_GPU;
+                uint64_t mem = p->memory_cap ? p->memory_cap : u->free_memory;
+                u->free_milli = u->free_milli > m ? u->free_milli - m : 0;
+                u->free_memory = u->free_memory > mem ? u->free_memory - mem : 0;
+                u->n_slices++;
+        }
+}

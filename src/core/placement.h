@@ -1,0 +1,67 @@
+/* Placement of slices on a node's GPUs (pure policy, no I/O).
+ *
+ * A slice (1m..999m) goes on exactly one healthy GPU with room for both its
+ * share and its memory cap; whole-GPU requests (1000, 2000, ...) take that
+ * many healthy GPUs that hold no slice. `binpack` (default) picks the GPU
+ * with the least free share that fits (ties: least free memory, then lowest
+ * index); `spread` picks the most free share (ties: most free memory, then
+ * lowest index). */
+#ifndef GS_PLACEMENT_H
+#define GS_PLACEMENT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+#include "inventory.h"
+#include "ledger.h"
+
+enum gs_placement_policy {
+        GS_PLACE_BINPACK = 0,
+        GS_PLACE_SPREAD = 1,
+};
+
+/* What is left on each GPU. */
+struct gs_gpu_usage {
+        uint32_t free_milli;
+        uint64_t free_memory;
+        unsigned n_slices;
+};
+
+struct gs_placement_request {
+        uint32_t milli;       /* 1..999 or k*1000 */
+        uint64_t memory;      /* bytes; 0 = default (share x GPU memory) */
+};
+
+struct gs_placement {
+        unsigned n_gpus;
+        unsigned gpus[GS_SLICE_MAX_GPUS];   /* inventory positions */
+        uint64_t memory_cap;                /* 0 for whole GPUs */
+};
+
+/* Parse "binpack" / "spread". 0, or -EINVAL with a message. */
+int gs_placement_policy_parse(const char *s, enum gs_placement_policy *ret, struct gs_error **err);
+const char *gs_placement_policy_name(enum gs_placement_policy p);
+
+/* Fill usage[0..inv->n_gpus) from the ledger: slices whose GPU uuid is not
+ * in the inventory are ignored. */
+void gs_placement_usage(const struct gs_inventory *inv, const struct gs_ledger *l,
+                        struct gs_gpu_usage *usage);
+
+/* Choose GPUs for a request. 0 and *ret on success; -ENOSPC with a message
+ * showing each GPU's free share and memory when nothing fits; -EINVAL for a
+ * request that can never fit (bad share, more GPUs than exist, memory above
+ * every GPU's size). Does not change usage. */
+int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+             enum gs_placement_policy policy, const struct gs_placement_request *req,
+             struct gs_placement *ret, struct gs_error **err);
+
+/* Charge a placement to usage (for planning several slices at once). */
+void gs_placement_commit(struct gs_gpu_usage *usage, const struct gs_placement_request *req,
+                         const struct gs_placement *p);
+
+/* Human form of a byte count with one decimal ("7.2Gi", "512.0Mi", "96Ki",
+ * "100B"). Returns buf. */
+char *gs_bytes_human(uint64_t bytes, char *buf, size_t size);
+
+#endif /* GS_PLACEMENT_H */

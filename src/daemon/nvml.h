@@ -1,0 +1,38 @@
+/* The daemon's view of the GPUs through NVML (the only way in), loaded with
+ * dlopen so that gpusliced starts on machines without a driver and can be
+ * pointed at simgpu. */
+#ifndef GS_DAEMON_NVML_H
+#define GS_DAEMON_NVML_H
+
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "inventory.h"
+
+struct nvml;
+
+/* Load and initialise libnvidia-ml.so.1: from directory sim_dir when it is
+ * non-NULL (simgpu), else from the system. On failure *err says which
+ * library could not be loaded and how to use the simulator. */
+int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err);
+
+/* Shut NVML down and unload it; NULL-safe. */
+void nvml_close(struct nvml *n);
+
+/* Read every GPU (index, UUID, name, memory, health). A GPU that fails a
+ * query is listed as unhealthy; failing to count GPUs is an error. */
+int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_error **err);
+
+/* Device memory used by process `pid` on the GPU with NVML index `index`
+ * (sum of its entries), from NVML's process list: the ground truth.
+ * 0, -ENOENT (the process uses none), or another -errno. */
+int nvml_process_memory(struct nvml *n, unsigned index, pid_t pid, uint64_t *ret);
+
+/* Measure each GPU's CUDA context overhead once: a short-lived child
+ * creates a context per GPU with libcuda and reads its own used memory from
+ * NVML. GPUs it cannot measure get GS_DEFAULT_CONTEXT_OVERHEAD. Bounded to
+ * a few seconds. */
+void nvml_measure_overhead(struct nvml *n, const char *sim_dir, struct gs_inventory *inv);
+
+#endif /* GS_DAEMON_NVML_H */

@@ -1,0 +1,379 @@
+/* gpusliced's event loop: the listening socket, client connections with
+ * framed requests, signals and the pidfds of slice processes, all on one
+ * epoll instance owned by one thread. */
+#include "daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/signalfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "log.h"
+
+static int64_t now_ms(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int server_watch(struct daemon *d, struct watch *w, uint32_t events)
+{
+        struct epoll_event ev = { .events = events, .data.ptr = w };
+        return epoll_ctl(d->epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0 ? -errno : 0;
+}
+
+static int make_addr(const char *path, struct sockaddr_un *sa, struct gs_error **err)
+{
+        *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
+        if (strlen(path) >= sizeof(sa->sun_path))
+                return gs_error_set(err, -ENAMETOOLONG, "socket path %s is longer than %zu bytes",
+                                    path, sizeof(sa->sun_path) - 1);
+        memcpy(sa->sun_path, path, strlen(path) + 1);
+        return 0;
+}
+
+int server_listen(struct daemon *d, struct gs_error **err)
+{
+        struct sockaddr_un sa;
+        int r = make_addr(d->socket_path, &sa, err);
+        if (r < 0)
+                return r;
+        /* Another daemon answering here keeps its socket. */
+        _cleanup_close_ int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        if (probe >= 0 && connect(probe, (struct sockaddr *)&sa, sizeof(sa)) == 0)
+                return gs_error_set(err, -EADDRINUSE,
+                                    "another gpusliced already answers on %s", d->socket_path);
+        unlink(d->socket_path);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0)
+                return gs_error_set(err, -errno, "socket: %s", strerror(errno));
+        mode_t old = umask(geteuid() == 0 ? 0117 : 0177);
+        r = bind(fd, (struct sockaddr *)&sa, sizeof(sa));
+        int e = errno;
+        umask(old);
+        if (r < 0 || listen(fd, 128) < 0) {
+                e = r < 0 ? e : errno;
+                close(fd);
+                return gs_error_set(err, -e, "cannot listen on %s: %s", d->socket_path, strerror(e));
+        }
+        d->listen = (struct watch){ .kind = WATCH_LISTEN, .fd = fd };
+        return server_watch(d, &d->listen, EPOLLIN);
+}
+
+static void conn_close(struct daemon *d, struct conn *c)
+{
+        for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
+                if (d->conns[i] == c)
+                        d->conns[i] = NULL;
+        epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->w.fd, NULL);
+        close(c->w.fd);
+        free(c->in);
+        gs_free(c->out);
+        free(c);
+}
+
+static void conn_update_events(struct daemon *d, struct conn *c)
+{
+        uint32_t ev = c->out_len > c->out_off ? EPOLLOUT : EPOLLIN;
+        struct epoll_event e = { .events = ev | EPOLLRDHUP, .data.ptr = c };
+        epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->w.fd, &e);
+}
+
+/* Queue a frame (taking ownership) and try to send it right away. */
+static void conn_send(struct daemon *d, struct conn *c, uint8_t *frame, size_t len)
+{
+        if (c->out_len - c->out_off + len > DAEMON_MAX_OUT) {
+                gs_free(frame);
+                c->closing = true;
+                return;
+        }
+        if (c->out_off == c->out_len) {
+                gs_free(c->out);
+                c->out = frame;
+                c->out_len = len;
+                c->out_off = 0;
+        } else {
+                uint8_t *n = gs_realloc(c->out, c->out_len + len);
+                if (!n) {
+                        gs_free(frame);
+                        c->closing = true;
+                        return;
+                }
+                memcpy(n + c->out_len, frame, len);
+                c->out = n;
+                c->out_len += len;
+                gs_free(frame);
+        }
+        (void)d;
+}
+
+static void send_error(struct daemon *d, struct conn *c, int code, const char *msg)
+{
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        if (gs_proto_error_frame(code, msg, &frame, &len) == 0)
+                conn_send(d, c, frame, len);
+        else
+                c->closing = true;
+}
+
+static void handle_frame(struct daemon *d, struct conn *c, uint16_t type, const uint8_t *payload,
+                         uint32_t length)
+{
+        struct gs_error *err = NULL;
+        struct gs_proto_msg m = { 0 };
+        if (!gs_proto_request_known(type)) {
+                dlog_warn("client pid %d uid %u: unknown request type %u", (int)c->pid,
+                          (unsigned)c->uid, type);
+                send_error(d, c, -EBADMSG, "unknown request type");
+                return;
+        }
+        int r = gs_proto_msg_parse(type, (const char *)payload, length, &m, &err);
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, (uint16_t)(GS_MSG_REPLY | type), GS_PROTO_MAX_REPLY);
+        if (r == 0)
+                r = slices_handle(d, c, &m, &b, &err);
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        if (r == 0 && (r = gs_proto_builder_finish(&b, &frame, &len)) < 0)
+                gs_error_set(&err, r, "reply too large or out of memory");
+        gs_proto_builder_done(&b);
+        if (r < 0) {
+                if (r != -ENOSPC)
+                        dlog_warn("request %u from pid %d uid %u refused: %s", type, (int)c->pid,
+                                  (unsigned)c->uid, gs_error_msg(err));
+                else
+                        dlog_info("request from pid %d refused: %s", (int)c->pid, gs_error_msg(err));
+                send_error(d, c, r, gs_error_msg(err));
+        } else {
+                conn_send(d, c, frame, len);
+        }
+        gs_error_free(err);
+        gs_proto_msg_done(&m);
+}
+
+/* Handle at most one complete frame from c->in. Returns true if one was
+ * consumed (and more may follow). */
+static bool conn_process(struct daemon *d, struct conn *c)
+{
+        struct gs_proto_header h;
+        struct gs_error *err = NULL;
+        int r = gs_proto_header_decode(c->in, c->in_len, GS_PROTO_MAX_REQUEST, &h, &err);
+        if (r == -EAGAIN)
+                return false;
+        if (r < 0) {
+                /* The stream cannot be resynchronised: answer and hang up. */
+                dlog_warn("client pid %d uid %u: %s; closing", (int)c->pid, (unsigned)c->uid,
+                          gs_error_msg(err));
+                send_error(d, c, r, gs_error_msg(err));
+                gs_error_free(err);
+                c->closing = true;
+                c->in_len = 0;
+                return false;
+        }
+        size_t total = GS_PROTO_HEADER_SIZE + h.length;
+        if (c->in_len < total)
+                return false;
+        handle_frame(d, c, h.type, c->in + GS_PROTO_HEADER_SIZE, h.length);
+        memmove(c->in, c->in + total, c->in_len - total);
+        c->in_len -= total;
+        c->frame_started_ms = c->in_len ? now_ms() : 0;
+        return true;
+}
+
+static void conn_flush(struct daemon *d, struct conn *c)
+{
+        while (c->out_off < c->out_len) {
+                ssize_t n = send(c->w.fd, c->out + c->out_off, c->out_len - c->out_off,
+                                 MSG_NOSIGNAL | MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        break;
+                if (n <= 0) {
+                        conn_close(d, c);
+                        return;
+                }
+                c->out_off += (size_t)n;
+        }
+        if (c->out_off == c->out_len && c->closing) {
+                conn_close(d, c);
+                return;
+        }
+        conn_update_events(d, c);
+}
+
+static void conn_readable(struct daemon *d, struct conn *c)
+{
+        const size_t cap = GS_PROTO_HEADER_SIZE + GS_PROTO_MAX_REQUEST;
+        c->last_active_ms = now_ms();
+        for (;;) {
+                if (c->in_len == cap)
+                        break;
+                ssize_t n = recv(c->w.fd, c->in + c->in_len, cap - c->in_len, MSG_DONTWAIT);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+                        break;
+                if (n <= 0) {
+                        if (c->in_len)
+                                dlog_warn("client pid %d hung up inside a frame (%zu bytes)",
+                                          (int)c->pid, c->in_len);
+                        conn_close(d, c);
+                        return;
+                }
+                if (c->in_len == 0)
+                        c->frame_started_ms = c->last_active_ms;
+                c->in_len += (size_t)n;
+                /* Answer one request before reading on: a client that does
+                 * not read its replies stops being read. */
+                if (c->out_off == c->out_len && !c->closing)
+                        while (conn_process(d, c) && c->out_off == c->out_len && !c->closing)
+                                ;
+                if (c->out_off < c->out_len || c->closing)
+                        break;
+        }
+        conn_flush(d, c);
+}
+
+static void accept_one(struct daemon *d)
+{
+        int fd = accept4(d->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        if (fd < 0)
+                return;
+        size_t slot;
+        for (slot = 0; slot < DAEMON_MAX_CONNS && d->conns[slot]; slot++)
+                ;
+        struct ucred cred;
+        socklen_t cl = sizeof(cred);
+        struct conn *c = NULL;
+        if (slot == DAEMON_MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+            !(c = calloc(1, sizeof(*c))) ||
+            !(c->in = malloc(GS_PROTO_HEADER_SIZE + GS_PROTO_MAX_REQUEST))) {
+                if (slot == DAEMON_MAX_CONNS)
+                        dlog_warn("connection refused: %d connections open", DAEMON_MAX_CONNS);
+                uint8_t *frame = NULL;
+                size_t len = 0;
+                if (gs_proto_error_frame(-EBUSY, "too many connections", &frame, &len) == 0)
+                        (void)!send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
+                gs_free(frame);
+                if (c)
+                        free(c);
+                close(fd);
+                return;
+        }
+        c->w = (struct watch){ .kind = WATCH_CONN, .fd = fd };
+        c->uid = cred.uid;
+        c->pid = cred.pid;
+        c->last_active_ms = now_ms();
+        if (server_watch(d, &c->w, EPOLLIN | EPOLLRDHUP) < 0) {
+                free(c->in);
+                free(c);
+                close(fd);
+                return;
+        }
+        d->conns[slot] = c;
+}
+
+/* Enforce frame deadlines and idle limits; returns the epoll timeout. */
+static int check_deadlines(struct daemon *d)
+{
+        int64_t now = now_ms(), next = -1;
+        for (size_t i = 0; i < DAEMON_MAX_CONNS; i++) {
+                struct conn *c = d->conns[i];
+                if (!c)
+                        continue;
+                int64_t due = c->frame_started_ms ? c->frame_started_ms + DAEMON_FRAME_DEADLINE_MS
+                                                  : c->last_active_ms + DAEMON_IDLE_MS;
+                if (due <= now) {
+                        if (c->frame_started_ms && !c->closing) {
+                                dlog_warn("client pid %d: incomplete frame after %d ms; closing",
+                                          (int)c->pid, DAEMON_FRAME_DEADLINE_MS);
+                                send_error(d, c, -ETIMEDOUT,
+                                           "incomplete frame: timed out waiting for the rest");
+                                c->closing = true;
+                                c->frame_started_ms = 0;
+                                c->last_active_ms = now - DAEMON_IDLE_MS + 1000;
+                                conn_flush(d, c);
+                        } else {
+                                conn_close(d, c);
+                        }
+                        continue;
+                }
+                if (next < 0 || due < next)
+                        next = due;
+        }
+        return next < 0 ? -1 : (int)GS_MAX(next - now, 1);
+}
+
+static void on_signal(struct daemon *d)
+{
+        struct signalfd_siginfo si;
+        while (read(d->sig.fd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                        dlog_info("signal %u: shutting down", si.ssi_signo);
+                        d->stop = true;
+                } else {
+                        dlog_info("signal %u ignored", si.ssi_signo);
+                }
+        }
+}
+
+int server_run(struct daemon *d)
+{
+        struct epoll_event evs[64];
+        while (!d->stop) {
+                int timeout = check_deadlines(d);
+                int n = epoll_wait(d->epfd, evs, (int)GS_ARRAY_SIZE(evs), timeout);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        dlog_error("epoll_wait: %m");
+                        return -errno;
+                }
+                for (int i = 0; i < n && !d->stop; i++) {
+                        struct watch *w = evs[i].data.ptr;
+                        switch (w->kind) {
+                        case WATCH_LISTEN:
+                                accept_one(d);
+                                break;
+                        case WATCH_SIGNAL:
+                                on_signal(d);
+                                break;
+                        case WATCH_PIDFD:
+                                slices_process_exited(d, (struct follow *)w);
+                                break;
+                        case WATCH_CONN: {
+                                struct conn *c = (struct conn *)w;
+                                if (evs[i].events & EPOLLOUT)
+                                        conn_flush(d, c);
+                                else if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                                        conn_readable(d, c);
+                                break;
+                        }
+                        }
+                }
+        }
+        return 0;
+}
+
+void server_shutdown(struct daemon *d)
+{
+        for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
+                if (d->conns[i])
+                        conn_close(d, d->conns[i]);
+        if (d->listen.fd >= 0) {
+                close(d->listen.fd);
+                d->listen.fd = -1;
+                unlink(d->socket_path);
+        }
+}

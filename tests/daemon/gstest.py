@@ -1,0 +1,203 @@
+"""Helpers for gpusliced/gpuslice integration tests: a private world (state
+dir, socket, SIMGPU_DIR) per test, a daemon, and a raw local-API client."""
+import json
+import os
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+MAGIC = 0x47534C50
+CREATE, LIST, RELEASE, STATUS, PLAN = 1, 2, 3, 4, 5
+REPLY, ERROR = 0x8000, 0xFFFF
+SKIP = 77
+
+
+def fail(msg):
+    print("FAIL: " + msg, file=sys.stderr)
+    sys.exit(1)
+
+
+def check(cond, msg):
+    if not cond:
+        fail(msg)
+
+
+def frame(mtype, items=(), magic=MAGIC, version=1, length=None):
+    payload = "".join("%s=%s\n" % kv for kv in items).encode()
+    if length is None:
+        length = len(payload)
+    return struct.pack(">IHHI", magic, version, mtype, length) + payload
+
+
+def read_frame(sock):
+    hdr = b""
+    while len(hdr) < 12:
+        chunk = sock.recv(12 - len(hdr))
+        if not chunk:
+            return None
+        hdr += chunk
+    magic, version, mtype, length = struct.unpack(">IHHI", hdr)
+    assert magic == MAGIC and version == 1, "bad reply header"
+    payload = b""
+    while len(payload) < length:
+        chunk = sock.recv(length - len(payload))
+        if not chunk:
+            return None
+        payload += chunk
+    items = []
+    for line in payload.decode().splitlines():
+        k, _, v = line.partition("=")
+        items.append((k, v))
+    return mtype, items
+
+
+def get(items, key, default=None):
+    for k, v in items:
+        if k == key:
+            return v
+    return default
+
+
+class World:
+    def __init__(self, name, devices=2, memory="16Gi", ctx_overhead="256Mi"):
+        self.build = os.environ["GS_BUILD_DIR"]
+        self.simlib = os.environ.get("GS_SIM_LIBDIR", "")
+        if not self.simlib or not os.path.exists(os.path.join(self.simlib, "libnvidia-ml.so.1")):
+            print("SKIP: simgpu libraries not built (%r)" % self.simlib)
+            sys.exit(SKIP)
+        self.daemon_bin = os.path.join(self.build, "src/daemon/gpusliced")
+        self.cli_bin = os.path.join(self.build, "src/cli/gpuslice")
+        self.shim = os.path.join(self.build, "src/shim/libgpuslice.so")
+        self.dir = tempfile.mkdtemp(prefix="gs-%s-" % name, dir="/tmp")
+        self.state = os.path.join(self.dir, "state")
+        self.sock = os.path.join(self.dir, "d.sock")
+        self.log = os.path.join(self.dir, "daemon.log")
+        env = dict(os.environ)
+        env.update({
+            "SIMGPU_DIR": os.path.join(self.dir, "sim"),
+            "SIMGPU_DEVICES": str(devices),
+            "SIMGPU_MEMORY": memory,
+            "SIMGPU_CTX_OVERHEAD": ctx_overhead,
+            "GPUSLICE_SOCKET": self.sock,
+            "GPUSLICE_STATE_DIR": self.state,
+            "GPUSLICE_SIM_LIBDIR": self.simlib,
+        })
+        os.makedirs(env["SIMGPU_DIR"])
+        self.env = env
+        self.daemon = None
+        self.children = []
+
+    def start_daemon(self, *args, wait=True):
+        logf = open(self.log, "ab")
+        self.daemon = subprocess.Popen(
+            [self.daemon_bin, "--sim", "--state-dir", self.state, "--socket", self.sock] + list(args),
+            env=self.env, stdout=logf, stderr=logf)
+        logf.close()
+        if wait:
+            deadline = time.time() + 15
+            while time.time() < deadline:
+                if self.daemon.poll() is not None:
+                    fail("daemon exited early (%d): %s" % (self.daemon.returncode, self.log_text()))
+                try:
+                    self.connect().close()
+                    return self.daemon
+                except OSError:
+                    time.sleep(0.02)
+            fail("daemon did not answer within 15 s: " + self.log_text())
+        return self.daemon
+
+    def log_text(self):
+        try:
+            with open(self.log) as f:
+                return f.read()
+        except OSError:
+            return ""
+
+    def connect(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.settimeout(20)
+        s.connect(self.sock)
+        return s
+
+    def call(self, mtype, items=()):
+        with self.connect() as s:
+            s.sendall(frame(mtype, items))
+            return read_frame(s)
+
+    def spawn_sleeper(self, seconds=60):
+        p = subprocess.Popen(["sleep", str(seconds)])
+        self.children.append(p)
+        return p
+
+    def create(self, pid, milli, memory=None, name=None):
+        items = [("gpu_milli", milli), ("pid", pid)]
+        if memory:
+            items.append(("memory", memory))
+        if name:
+            items.append(("name", name))
+        return self.call(CREATE, items)
+
+    def slices(self):
+        t, items = self.call(LIST)
+        check(t == REPLY | LIST, "list failed: %r" % (items,))
+        out, cur = [], None
+        for k, v in items:
+            if k == "slice":
+                cur = {"id": v, "gpus": []}
+                out.append(cur)
+            elif k.startswith("slice_") and cur is not None:
+                if k == "slice_gpu":
+                    cur["gpus"].append(v.split(",", 1)[1])
+                else:
+                    cur[k[6:]] = v
+            else:
+                cur = None
+        return out
+
+    def wait_for(self, pred, timeout=10, what="condition"):
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if pred():
+                return
+            time.sleep(0.05)
+        fail("timed out waiting for " + what)
+
+    def cli(self, *args, **kw):
+        return subprocess.run([self.cli_bin] + list(args), env=self.env, capture_output=True,
+                              text=True, timeout=kw.get("timeout", 30))
+
+    def smi(self):
+        out = subprocess.run([os.path.join(self.simlib, "simgpu-smi"), "--json"], env=self.env,
+                             capture_output=True, text=True, timeout=10)
+        check(out.returncode == 0, "simgpu-smi failed: " + out.stderr)
+        return json.loads(out.stdout)
+
+    def cleanup(self):
+        for p in self.children:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+        if self.daemon and self.daemon.poll() is None:
+            self.daemon.send_signal(signal.SIGTERM)
+            try:
+                self.daemon.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.daemon.kill()
+                self.daemon.wait()
+        logs = self.log_text()
+        for name in ("gpusliced.log",):
+            try:
+                with open(os.path.join(self.state, name)) as f:
+                    logs += f.read()
+            except OSError:
+                pass
+        shutil.rmtree(self.dir, ignore_errors=True)
+        if "ERROR: AddressSanitizer" in logs or "runtime error:" in logs or \
+                "ERROR: LeakSanitizer" in logs:
+            print(logs, file=sys.stderr)
+            fail("sanitizer report in the daemon's log")

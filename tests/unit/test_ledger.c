@@ -1,0 +1,192 @@
+/* Ledger: encode/decode round trip, corrupt inputs, limits, persistence. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "alloc.h"
+#include "ledger.h"
+
+static struct gs_slice make_slice(struct gs_ledger *l, uint32_t milli, const char *name)
+{
+        struct gs_slice s = { .milli = milli, .memory_cap = 6ull << 30, .policy = GS_POLICY_SHARE,
+                              .pid = 4242, .start_time = 991234, .uid = 1000, .created = 1764471845,
+                              .n_gpus = 1 };
+        snprintf(s.name, sizeof(s.name), "%s", name);
+        snprintf(s.gpus[0].uuid, sizeof(s.gpus[0].uuid), "GPU-0000-aaaa");
+        gs_ledger_assign_id(l, &s);
+        return s;
+}
+
+static void round_trip(void **state)
+{
+        (void)state;
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice a = make_slice(&l, 300, "iris");
+        a.policy = GS_POLICY_CAP;
+        struct gs_slice b = make_slice(&l, 2000, "");
+        b.memory_cap = 0;
+        b.n_gpus = 2;
+        b.gpus[0].index = 2;
+        snprintf(b.gpus[1].uuid, sizeof(b.gpus[1].uuid), "GPU-1111");
+        b.gpus[1].index = 3;
+        assert_int_equal(gs_ledger_add(&l, &a, NULL), 0);
+        assert_int_equal(gs_ledger_add(&l, &b, NULL), 0);
+        assert_int_equal(gs_ledger_add(&l, &a, NULL), -EEXIST);
+
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_ledger_encode(&l, &text, &len), 0);
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), 0);
+        assert_int_equal(back.n_slices, 2);
+        assert_int_equal(back.next_id, 3);
+        assert_memory_equal(&back.slices[0], &l.slices[0], sizeof(struct gs_slice));
+        assert_memory_equal(&back.slices[1], &l.slices[1], sizeof(struct gs_slice));
+        assert_string_equal(back.slices[1].gpus[1].uuid, "GPU-1111");
+        gs_free(text);
+
+        assert_int_equal(gs_ledger_remove(&l, "s1"), 0);
+        assert_int_equal(gs_ledger_remove(&l, "s1"), -ENOENT);
+        assert_int_equal(l.n_slices, 1);
+        assert_string_equal(l.slices[0].id, "s2");
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
+static const char good[] =
+        "gpuslice-ledger 1\nnext_id 5\n"
+        "slice id=s4 milli=300 memory=1048576 policy=share pid=7 start=1 uid=0 created=2 gpu=0,GPU-a\n"
+        "end 1\n";
+
+static void corrupt_inputs(void **state)
+{
+        (void)state;
+        static const char *const bad[] = {
+                "",
+                "gpuslice-ledger 2\nnext_id 1\nend 0\n",                  /* unknown version */
+                "gpuslice-ledger 1\nnext_id 1\n",                          /* truncated: no end */
+                "gpuslice-ledger 1\nnext_id 1\nend 1\n",                   /* count mismatch */
+                "gpuslice-ledger 1\nnext_id 1\nend 0",                     /* no final newline */
+                "gpuslice-ledger 1\nnext_id 5\nslice id=s4 milli=300\nend 1\n", /* missing keys */
+                "gpuslice-ledger 1\nnext_id 5\n"
+                "slice id=s4 milli=1500 memory=1 policy=share pid=7 start=1 uid=0 created=2 gpu=0,G\n"
+                "end 1\n",                                                 /* bad share */
+                "gpuslice-ledger 1\nnext_id 5\n"
+                "slice id=s4 milli=300 memory=1 policy=fast pid=7 start=1 uid=0 created=2 gpu=0,G\n"
+                "end 1\n",                                                 /* bad policy */
+                "gpuslice-ledger 1\nnext_id 3\n"
+                "slice id=s4 milli=300 memory=1 policy=share pid=7 start=1 uid=0 created=2 gpu=0,G\n"
+                "end 1\n",                                                 /* id >= next_id */
+                "gpuslice-ledger 1\nnext_id 5\n"
+                "slice id=s4 milli=300 memory=1 policy=share pid=7 start=1 uid=0 created=2 gpu=0,G\n"
+                "slice id=s4 milli=300 memory=1 policy=share pid=7 start=1 uid=0 created=2 gpu=0,G\n"
+                "end 2\n",                                                 /* duplicate */
+                "gpuslice-ledger 1\nnext_id 5\n"
+                "slice id=s4 milli=300 memory=99999999999999999999 policy=share pid=7 start=1 uid=0 "
+                "created=2 gpu=0,G\nend 1\n",                              /* overflow */
+                "gpuslice-ledger 1\nnext_id 1\nend 0\ngarbage\n",           /* data after end */
+                "{\"json\": true}\n",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct gs_ledger l;
+                gs_ledger_init(&l);
+                struct gs_error *err = NULL;
+                int r = gs_ledger_decode(&l, bad[i], strlen(bad[i]), &err);
+                if (r != -EINVAL)
+                        fail_msg("input %zu accepted (r=%d)", i, r);
+                assert_non_null(err);
+                assert_int_equal(l.n_slices, 0);
+                gs_error_free(err);
+                gs_ledger_done(&l);
+        }
+        /* A failed decode leaves the ledger as it was. */
+        struct gs_ledger l;
+        gs_ledger_init(&l);
+        assert_int_equal(gs_ledger_decode(&l, good, strlen(good), NULL), 0);
+        assert_int_equal(l.n_slices, 1);
+        assert_int_equal(gs_ledger_decode(&l, bad[1], strlen(bad[1]), NULL), -EINVAL);
+        assert_int_equal(l.n_slices, 1);
+        gs_ledger_done(&l);
+}
+
+static void limits(void **state)
+{
+        (void)state;
+        struct gs_ledger l;
+        gs_ledger_init(&l);
+        for (int i = 0; i < GS_LEDGER_MAX_SLICES; i++) {
+                struct gs_slice s = make_slice(&l, 1, "x");
+                assert_int_equal(gs_ledger_add(&l, &s, NULL), 0);
+        }
+        struct gs_slice s = make_slice(&l, 1, "x");
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_ledger_add(&l, &s, &err), -ENOSPC);
+        gs_error_free(err);
+        struct gs_slice bad = make_slice(&l, 300, "no spaces allowed");
+        assert_int_equal(gs_ledger_add(&l, &bad, NULL), -EINVAL);
+        gs_ledger_done(&l);
+}
+
+static void save_and_load(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/gs-ledger-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[256];
+        snprintf(path, sizeof(path), "%s/ledger", dir);
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        assert_int_equal(gs_ledger_load(&back, path, NULL), -ENOENT);
+        struct gs_slice s = make_slice(&l, 250, "a");
+        assert_int_equal(gs_ledger_add(&l, &s, NULL), 0);
+        assert_int_equal(gs_ledger_save(&l, path, NULL), 0);
+        assert_int_equal(gs_ledger_load(&back, path, NULL), 0);
+        assert_int_equal(back.n_slices, 1);
+        assert_int_equal(back.slices[0].milli, 250);
+        /* A corrupt file is an error naming the file, never an empty ledger. */
+        FILE *f = fopen(path, "w");
+        assert_non_null(f);
+        fputs("gpuslice-ledger 1\nnext_id 2\nslice id=s1 milli=250", f);
+        fclose(f);
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_ledger_load(&back, path, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), path));
+        gs_error_free(err);
+        unlink(path);
+        rmdir(dir);
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
+static void oom(void **state)
+{
+        (void)state;
+        for (long n = 0; n < 8; n++) {
+                struct gs_ledger l;
+                gs_ledger_init(&l);
+                gs_alloc_fail_after(n);
+                int r = gs_ledger_decode(&l, good, strlen(good), NULL);
+                gs_alloc_fail_after(-1);
+                assert_true(r == 0 || r == -ENOMEM);
+                gs_ledger_done(&l);
+        }
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(round_trip),     cmocka_unit_test(corrupt_inputs),
+                cmocka_unit_test(limits),         cmocka_unit_test(save_and_load),
+                cmocka_unit_test(oom),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,141 @@
+/* Local API framing: round trip, truncated, oversized, bad magic/version,
+ * malformed payloads. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "alloc.h"
+#include "local_proto.h"
+
+static void round_trip(void **state)
+{
+        (void)state;
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
+        gs_proto_builder_add(&b, "gpu_milli", "%u", 300u);
+        gs_proto_builder_add(&b, "name", "%s", "iris");
+        gs_proto_builder_add(&b, "name", "%s", "bad\nline");
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_proto_builder_finish(&b, &frame, &len), 0);
+        struct gs_proto_header h;
+        assert_int_equal(gs_proto_header_decode(frame, len, GS_PROTO_MAX_REQUEST, &h, NULL), 0);
+        assert_int_equal(h.type, GS_MSG_CREATE);
+        assert_int_equal(h.length, len - GS_PROTO_HEADER_SIZE);
+        struct gs_proto_msg m;
+        assert_int_equal(gs_proto_msg_parse(h.type, (const char *)frame + GS_PROTO_HEADER_SIZE,
+                                            h.length, &m, NULL),
+                         0);
+        assert_int_equal(m.n_items, 3);
+        assert_string_equal(gs_proto_msg_get(&m, "gpu_milli"), "300");
+        assert_string_equal(gs_proto_msg_get(&m, "name"), "iris");
+        assert_string_equal(m.items[2].value, "bad?line");   /* control chars replaced */
+        assert_null(gs_proto_msg_get(&m, "pid"));
+        gs_proto_msg_done(&m);
+        gs_free(frame);
+}
+
+static void header_errors(void **state)
+{
+        (void)state;
+        uint8_t h[GS_PROTO_HEADER_SIZE];
+        struct gs_proto_header out;
+        struct gs_error *err = NULL;
+        gs_proto_header_encode(h, GS_MSG_LIST, 0);
+        for (size_t n = 0; n < GS_PROTO_HEADER_SIZE; n++)   /* truncated: read more */
+                assert_int_equal(gs_proto_header_decode(h, n, 100, &out, NULL), -EAGAIN);
+        gs_proto_header_encode(h, GS_MSG_LIST, 101);
+        assert_int_equal(gs_proto_header_decode(h, sizeof(h), 100, &out, &err), -EMSGSIZE);
+        assert_non_null(strstr(gs_error_msg(err), "exceeds"));
+        gs_error_free(err);
+        err = NULL;
+        memcpy(h, "GET ", 4);
+        assert_int_equal(gs_proto_header_decode(h, sizeof(h), 100, &out, &err), -EPROTO);
+        gs_error_free(err);
+        err = NULL;
+        gs_proto_header_encode(h, GS_MSG_LIST, 0);
+        h[5] = 9;
+        assert_int_equal(gs_proto_header_decode(h, sizeof(h), 100, &out, &err), -EPROTONOSUPPORT);
+        gs_error_free(err);
+        assert_true(gs_proto_request_known(GS_MSG_STATUS));
+        assert_false(gs_proto_request_known(0));
+        assert_false(gs_proto_request_known(77));
+        assert_false(gs_proto_request_known(GS_MSG_ERROR));
+}
+
+static void bad_payloads(void **state)
+{
+        (void)state;
+        static const char *const bad[] = {
+                "key=value",              /* no final newline */
+                "novalue\n",
+                "=x\n",
+                "Key=x\n",
+                "a_very_long_key_name_beyond_31_chars=x\n",
+                "k=tab\there\n",
+                "k=x\n\n",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct gs_proto_msg m;
+                struct gs_error *err = NULL;
+                if (gs_proto_msg_parse(1, bad[i], strlen(bad[i]), &m, &err) != -EINVAL)
+                        fail_msg("payload %zu accepted", i);
+                gs_error_free(err);
+        }
+        struct gs_proto_msg m;
+        assert_int_equal(gs_proto_msg_parse(1, "", 0, &m, NULL), 0);
+        assert_int_equal(m.n_items, 0);
+        gs_proto_msg_done(&m);
+        /* Embedded NUL in a value is a control character. */
+        assert_int_equal(gs_proto_msg_parse(1, "k=a\0b\n", 6, &m, NULL), -EINVAL);
+}
+
+static void size_limit(void **state)
+{
+        (void)state;
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_REPLY | GS_MSG_LIST, 64);
+        gs_proto_builder_add(&b, "a", "%s", "0123456789012345678901234567890123456789");
+        gs_proto_builder_add(&b, "b", "%s", "0123456789012345678901234567890123456789");
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_proto_builder_finish(&b, &frame, &len), -EMSGSIZE);
+        assert_int_equal(gs_proto_error_frame(-EINVAL, "bad\nthing", &frame, &len), 0);
+        struct gs_proto_header h;
+        assert_int_equal(gs_proto_header_decode(frame, len, GS_PROTO_MAX_REPLY, &h, NULL), 0);
+        assert_int_equal(h.type, GS_MSG_ERROR);
+        gs_free(frame);
+}
+
+static void default_dir(void **state)
+{
+        (void)state;
+        char buf[64];
+        assert_int_equal(gs_local_default_dir(0, "/run/user/0", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/run/gpuslice");
+        assert_int_equal(gs_local_default_dir(1000, "/run/user/1000", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/run/user/1000/gpuslice");
+        assert_int_equal(gs_local_default_dir(1000, "relative", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/tmp/gpuslice-1000");
+        assert_int_equal(gs_local_default_dir(1000, NULL, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/tmp/gpuslice-1000");
+        assert_int_equal(gs_local_default_dir(1000, "/a-very-long-runtime-directory-name-that-does-not-fit",
+                                              buf, 20),
+                         -ENAMETOOLONG);
+}
+
+int main(void)
+{
+        const struct CMUnitTest tests[] = {
+                cmocka_unit_test(round_trip),
+                cmocka_unit_test(header_errors),
+                cmocka_unit_test(bad_payloads),
+                cmocka_unit_test(size_limit),
+                cmocka_unit_test(default_dir),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+}
