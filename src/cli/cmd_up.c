@@ -1,12 +1,280 @@
-/* gpuslice up: placeholder until the real implementation lands. */
+/* gpuslice up SPEC: start every API of an API spec, each in its own slice.
+ *
+ * Order of work: load the spec; check that every command can be run; ask the
+ * daemon (starting the embedded one if none runs) for its GPUs and slices and
+ * place the whole spec on paper; refuse it as a whole, starting nothing, when
+ * one API does not fit. Then hand the APIs to the supervisor (up_supervise.c),
+ * which starts them, prefixes their output, restarts them with backoff and
+ * stops them on Ctrl-C; every start gets a fresh slice for its process (as
+ * `gpuslice run` does) and every exit releases it. */
+#include <errno.h>
+#include <getopt.h>
+#include <limits.h>
+#include <stdbool.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
-int cmd_up(int argc, char **argv);
+#include "cli.h"
+#include "error.h"
+#include "macro.h"
+#include "spec.h"
+#include "up_plan.h"
+#include "up_slices.h"
+#include "up_supervise.h"
+
+/* Exit status when the spec does not fit (nothing was started). */
+#define UP_EXIT_NO_FIT 3
+
+struct up_state {
+        struct gs_spec *spec;
+        struct up_api *apis;
+        char ***argvs;          /* per API: resolved argv (owned) */
+        char ***envs;           /* per API: "K=V" of the spec (owned) */
+        struct up_slices *slices;
+};
+
+static void usage(FILE *out)
+{
+        fputs("usage: gpuslice up [--sim] [--grace SECONDS] SPEC\n"
+              "\n"
+              "Start every API of the API spec SPEC (YAML), each in its own GPU slice, and\n"
+              "keep them running until Ctrl-C:\n"
+              "  - the whole spec is placed before anything starts; if one API does not fit,\n"
+              "    nothing starts and the message says which GPU would be short of what;\n"
+              "  - each output line is prefixed with its API's name, [name] ...;\n"
+              "  - an API that exits is restarted after 0.5s, doubling to 30s (reset once it\n"
+              "    has stayed up 30s);\n"
+              "  - Ctrl-C or SIGTERM stops them all (SIGTERM, then SIGKILL after the grace\n"
+              "    period, default 10s) and frees their slices; exit status 0.\n"
+              "\n"
+              "  --sim             use simgpu (no NVIDIA driver needed) if no daemon runs\n"
+              "  --grace SECONDS   how long APIs get to stop before SIGKILL\n"
+              "  -h, --help        this help\n",
+              out);
+}
+
+/* Free everything of st; safe on a half-built state. */
+static void state_done(struct up_state *st)
+{
+        size_t n = st->spec ? st->spec->n_apis : 0;
+
+        for (size_t i = 0; i < n; i++) {
+                if (st->argvs)
+                        free(st->argvs[i]); /* the strings belong to the spec */
+                if (st->envs && st->envs[i]) {
+                        for (char **e = st->envs[i]; *e; e++)
+                                free(*e);
+                        free(st->envs[i]);
+                }
+        }
+        free(st->argvs);
+        free(st->envs);
+        free(st->apis);
+        st->slices = up_slices_free(st->slices);
+        st->spec = gs_spec_free(st->spec);
+}
+
+static bool is_executable(const char *path)
+{
+        struct stat sb;
+
+        return stat(path, &sb) == 0 && S_ISREG(sb.st_mode) && access(path, X_OK) == 0;
+}
+
+/* Is `name` (no '/') an executable on PATH? */
+static bool on_path(const char *name)
+{
+        const char *path = getenv("PATH");
+        char buf[PATH_MAX];
+
+        if (!path || !*path)
+                path = "/usr/local/bin:/usr/bin:/bin";
+        while (*path) {
+                size_t len = strcspn(path, ":");
+                int n = snprintf(buf, sizeof(buf), "%.*s/%s", (int)len, len ? path : ".", name);
+
+                if (n > 0 && (size_t)n < sizeof(buf) && is_executable(buf))
+                        return true;
+                path += len + (path[len] == ':');
+        }
+        return false;
+}
+
+/* Build the argv of API i: a relative command path (with a '/') is taken
+ * relative to the spec file's directory, as docker compose does; a bare name
+ * is looked up on PATH. Fails with a message when it cannot be run. */
+static int resolve_argv(struct up_state *st, size_t i, const char *spec_dir,
+                        struct gs_error **err)
+{
+        const struct gs_api_spec *api = &st->spec->apis[i];
+        char **argv;
+
+        if (!api->command || api->n_command == 0)
+                return gs_error_set(err, -EINVAL,
+                                    "API %s has no command: `up` runs commands on this machine "
+                                    "(image: is for Kubernetes, see `gpuslice render`)",
+                                    api->name);
+        argv = calloc(api->n_command + 1, sizeof(*argv));
+        if (!argv)
+                return -ENOMEM;
+        memcpy(argv, api->command, api->n_command * sizeof(*argv));
+        st->argvs[i] = argv;
+        if (!strchr(argv[0], '/'))
+                return on_path(argv[0]) ? 0
+                                        : gs_error_set(err, -ENOENT,
+                                                       "API %s: command %s is not on PATH",
+                                                       api->name, argv[0]);
+        if (argv[0][0] != '/') {
+                char *abs = NULL;
+
+                if (asprintf(&abs, "%s/%s", spec_dir, argv[0]) < 0)
+                        return -ENOMEM;
+                /* The joined path lives in the spec so it is freed with it. */
+                free(st->spec->apis[i].command[0]);
+                st->spec->apis[i].command[0] = abs;
+                argv[0] = abs;
+        }
+        if (!is_executable(argv[0]))
+                return gs_error_set(err, -ENOENT, "API %s: command %s is not an executable file",
+                                    api->name, argv[0]);
+        return 0;
+}
+
+static int build_env(struct up_state *st, size_t i)
+{
+        const struct gs_api_spec *api = &st->spec->apis[i];
+        char **env = calloc(api->n_env + 1, sizeof(*env));
+
+        if (!env)
+                return -ENOMEM;
+        st->envs[i] = env;
+        for (size_t k = 0; k < api->n_env; k++)
+                if (asprintf(&env[k], "%s=%s", api->env[k].name, api->env[k].value) < 0) {
+                        env[k] = NULL;
+                        return -ENOMEM;
+                }
+        return 0;
+}
+
+static int prepare_apis(struct up_state *st, const char *spec_path, struct gs_error **err)
+{
+        size_t n = st->spec->n_apis;
+        _cleanup_free_ char *copy = strdup(spec_path);
+        const char *dir;
+        int r;
+
+        if (!copy)
+                return -ENOMEM;
+        dir = strrchr(copy, '/') ? (*strrchr(copy, '/') = '\0', copy[0] ? copy : "/") : ".";
+        st->apis = calloc(n, sizeof(*st->apis));
+        st->argvs = calloc(n, sizeof(*st->argvs));
+        st->envs = calloc(n, sizeof(*st->envs));
+        if (!st->apis || !st->argvs || !st->envs)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                const struct gs_api_spec *api = &st->spec->apis[i];
+
+                r = resolve_argv(st, i, dir, err);
+                if (r < 0)
+                        return r;
+                r = build_env(st, i);
+                if (r < 0)
+                        return r;
+                if (api->replicas > 1)
+                        fprintf(stderr, "up: %s asks for %u replicas; `up` runs one process per "
+                                "API (replicas apply on Kubernetes)\n", api->name, api->replicas);
+                st->apis[i] = (struct up_api){ .name = api->name, .argv = st->argvs[i],
+                                               .env = st->envs[i] };
+        }
+        return 0;
+}
+
+static int parse_grace(const char *s, uint64_t *ret_ms)
+{
+        char *end;
+        double v;
+
+        errno = 0;
+        v = strtod(s, &end);
+        if (errno || end == s || *end || !(v >= 0 && v <= 3600))
+                return -EINVAL;
+        *ret_ms = (uint64_t)(v * 1000.0);
+        return 0;
+}
 
 int cmd_up(int argc, char **argv)
 {
-        (void)argc;
-        (void)argv;
-        fputs("up: not built yet\n", stderr);
-        return 2;
+        static const struct option opts[] = {
+                { "sim", no_argument, NULL, 's' },
+                { "grace", required_argument, NULL, 'g' },
+                { "help", no_argument, NULL, 'h' },
+                { NULL, 0, NULL, 0 },
+        };
+        struct up_slices_options sopt = { .sim = false };
+        struct up_state st = { 0 };
+        struct up_options opt;
+        struct up_hooks hooks;
+        _cleanup_error_ struct gs_error *err = NULL;
+        int c, r;
+
+        up_options_default(&opt);
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+                switch (c) {
+                case 's':
+                        sopt.sim = true;
+                        break;
+                case 'g':
+                        if (parse_grace(optarg, &opt.grace_ms) < 0) {
+                                fprintf(stderr, "gpuslice up: --grace %s: expected seconds "
+                                        "(0..3600)\n", optarg);
+                                return CLI_EXIT_USAGE;
+                        }
+                        break;
+                case 'h':
+                        usage(stdout);
+                        return 0;
+                default:
+                        usage(stderr);
+                        return CLI_EXIT_USAGE;
+                }
+        }
+        if (optind != argc - 1) {
+                fputs("gpuslice up: expected one API spec file (see gpuslice up --help)\n", stderr);
+                return CLI_EXIT_USAGE;
+        }
+
+        r = gs_spec_load_file(argv[optind], &st.spec, &err);
+        if (r == 0)
+                r = prepare_apis(&st, argv[optind], &err);
+        if (r == 0)
+                r = up_slices_open(&sopt, st.spec, &st.slices, &err);
+        if (r == 0)
+                r = up_slices_check_fit(st.slices, &err);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice up: %s%s\n",
+                        err ? gs_error_msg(err) : strerror(-r),
+                        r == -ENOSPC ? "\nNothing was started." : "");
+                state_done(&st);
+                return r == -ENOSPC ? UP_EXIT_NO_FIT : CLI_EXIT_FAILURE;
+        }
+
+        fprintf(stderr, "up: starting %zu API%s from %s\n", st.spec->n_apis,
+                st.spec->n_apis == 1 ? "" : "s", argv[optind]);
+        hooks = (struct up_hooks){ .prepare = up_slices_prepare, .exited = up_slices_exited,
+                                   .ud = st.slices };
+        r = up_supervise(st.apis, st.spec->n_apis, &hooks, &opt);
+        if (r < 0) {
+                fprintf(stderr, "gpuslice up: cannot supervise the APIs: %s\n", strerror(-r));
+                r = CLI_EXIT_FAILURE;
+        }
+        if (up_slices_release_all(st.slices) > 0)
+                r = 1;
+        else
+                fprintf(stderr, "up: all APIs stopped; their slices are freed\n");
+        state_done(&st);
+        return r;
 }

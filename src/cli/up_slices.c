@@ -1,0 +1,366 @@
+/* The slices of `gpuslice up` (see up_slices.h). */
+#include "up_slices.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <link.h>
+#include <libgen.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "client.h"
+#include "inventory.h"
+#include "macro.h"
+#include "placement.h"
+#include "up_plan.h"
+
+#ifndef GS_SIM_LIBDIR
+#define GS_SIM_LIBDIR ""
+#endif
+
+struct held {
+        char id[GS_SLICE_ID_MAX + 1]; /* "" when the API holds no slice */
+        pid_t pid;
+};
+
+struct up_slices {
+        struct cli_conn_opts copts;
+        const struct gs_spec *spec;
+        struct held *held;            /* one per API: the slice of its running process */
+        char **ids;                   /* every slice id handed out, to check at the end */
+        size_t n_ids, cap_ids;
+};
+
+static int connect_daemon(struct up_slices *s, int *ret_fd, struct gs_error **err)
+{
+        return cli_connect(&s->copts, ret_fd, err);
+}
+
+int up_slices_open(const struct up_slices_options *opt, const struct gs_spec *spec,
+                   struct up_slices **ret, struct gs_error **err)
+{
+        struct up_slices *s = calloc(1, sizeof(*s));
+        int fd = -1, r;
+
+        if (!s)
+                return -ENOMEM;
+        s->copts = (struct cli_conn_opts){ .sim = opt->sim, .start = true };
+        s->spec = spec;
+        s->held = calloc(spec->n_apis, sizeof(*s->held));
+        if (!s->held) {
+                up_slices_free(s);
+                return -ENOMEM;
+        }
+        r = connect_daemon(s, &fd, err); /* starts the embedded daemon now, not mid-start */
+        if (r < 0) {
+                up_slices_free(s);
+                return r;
+        }
+        close(fd);
+        *ret = s;
+        return 0;
+}
+
+/* Rebuild the daemon's view (inventory and free capacity) for up_plan_check. */
+static void listing_to_plan(const struct cli_listing *l, struct gs_inventory *inv,
+                            struct gs_gpu_usage *usage)
+{
+        memset(inv, 0, sizeof(*inv));
+        for (size_t i = 0; i < l->n_gpus && i < GS_MAX_GPUS; i++) {
+                const struct cli_gpu *g = &l->gpus[i];
+                struct gs_gpu *o = &inv->gpus[inv->n_gpus];
+
+                *o = (struct gs_gpu){ .index = g->index, .memory_total = g->memory,
+                                      .healthy = g->healthy,
+                                      .context_overhead = g->context_overhead };
+                snprintf(o->uuid, sizeof(o->uuid), "%s", g->uuid);
+                snprintf(o->name, sizeof(o->name), "%s", g->name);
+                usage[inv->n_gpus] = (struct gs_gpu_usage){ .free_milli = g->free_milli,
+                                                            .free_memory = g->free_memory,
+                                                            .n_slices = g->n_slices };
+                inv->n_gpus++;
+        }
+}
+
+int up_slices_check_fit(struct up_slices *s, struct gs_error **err)
+{
+        size_t n = s->spec->n_apis;
+        _cleanup_free_ uint32_t *milli = calloc(n, sizeof(*milli));
+        _cleanup_free_ uint64_t *memory = calloc(n, sizeof(*memory));
+        _cleanup_close_ int fd = -1;
+        struct gs_error *derr = NULL, *perr = NULL;
+        struct cli_listing l = { 0 };
+        struct gs_inventory inv;
+        struct gs_gpu_usage usage[GS_MAX_GPUS];
+        int r;
+
+        if (!milli || !memory)
+                return -ENOMEM;
+        for (size_t i = 0; i < n; i++) {
+                milli[i] = s->spec->apis[i].compute.gpu_milli;
+                memory[i] = s->spec->apis[i].compute.gpu_memory;
+        }
+        r = connect_daemon(s, &fd, err);
+        if (r < 0)
+                return r;
+        /* The daemon's verdict decides (its policy, its ledger). */
+        r = cli_plan(fd, milli, memory, n, &derr);
+        if (r != -ENOSPC && r != -EINVAL) {
+                if (r < 0)
+                        *err = derr;
+                else
+                        gs_error_free(derr);
+                return r;
+        }
+        /* Refused: explain per GPU from the daemon's listing; fall back on
+         * the daemon's own message if the two views disagree. */
+        if (cli_list(fd, &l, NULL) == 0) {
+                listing_to_plan(&l, &inv, usage);
+                cli_listing_done(&l);
+                if (up_plan_check(&inv, usage, GS_PLACE_BINPACK, s->spec, &perr) < 0) {
+                        gs_error_free(derr);
+                        *err = perr;
+                        return r;
+                }
+                gs_error_free(perr);
+        }
+        *err = derr;
+        return r;
+}
+
+/* ---- the environment of a process in a slice (as `gpuslice run` sets it) ---- */
+
+struct envblob {
+        char *buf;
+        size_t size, len;
+        bool overflow;
+};
+
+static void env_add(struct envblob *e, const char *key, const char *value)
+{
+        int n = snprintf(e->buf + e->len, e->size - e->len, "%s=%s", key, value);
+
+        if (n < 0 || (size_t)n + 1 > e->size - e->len) {
+                e->overflow = true;
+                return;
+        }
+        e->len += (size_t)n + 1;
+}
+
+static void env_prepend(struct envblob *e, const char *key, const char *first)
+{
+        const char *old = getenv(key);
+        _cleanup_free_ char *v = NULL;
+
+        if (asprintf(&v, "%s%s%s", first, old && *old ? ":" : "", old ? old : "") < 0) {
+                e->overflow = true;
+                return;
+        }
+        env_add(e, key, v);
+}
+
+/* The shim: $GPUSLICE_SHIM, else the build tree (src/cli -> src/shim), an
+ * install tree (bin -> lib/gpuslice), or next to this binary. */
+static int find_shim(char *buf, size_t size)
+{
+        static const char *const cands[] = { "../shim/libgpuslice.so",
+                                             "../lib/gpuslice/libgpuslice.so", "libgpuslice.so" };
+        const char *env = getenv("GPUSLICE_SHIM");
+        char exe[GS_PATH_MAX];
+        ssize_t n;
+
+        if (env && *env) {
+                snprintf(buf, size, "%s", env);
+                return access(buf, R_OK) == 0 ? 0 : -ENOENT;
+        }
+        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+        if (n <= 0)
+                return -ENOENT;
+        exe[n] = '\0';
+        for (size_t i = 0; i < GS_ARRAY_SIZE(cands); i++) {
+                snprintf(buf, size, "%s/%s", dirname(exe), cands[i]);
+                if (access(buf, R_OK) == 0)
+                        return 0;
+        }
+        return -ENOENT;
+}
+
+#ifdef GS_SANITIZE
+/* A sanitizer-built shim needs the ASan runtime loaded ahead of it. */
+static int find_asan(struct dl_phdr_info *info, size_t size, void *data)
+{
+        (void)size;
+        if (info->dlpi_name && strstr(info->dlpi_name, "libasan.so")) {
+                snprintf(data, GS_PATH_MAX, "%s", info->dlpi_name);
+                return 1;
+        }
+        return 0;
+}
+#endif
+
+static int slice_env(const struct cli_slice *sl, bool sim, struct envblob *e,
+                     struct gs_error **err)
+{
+        char vis[CLI_MAX_SLICE_GPUS * (GS_GPU_UUID_MAX + 1)] = "";
+        size_t vl = 0;
+
+        for (unsigned i = 0; i < sl->n_gpus; i++)
+                vl += (size_t)snprintf(vis + vl, sizeof(vis) - vl, "%s%s", i ? "," : "",
+                                       sl->gpu_uuid[i]);
+        env_add(e, "CUDA_VISIBLE_DEVICES", vis);
+        env_add(e, "GPUSLICE_SLICE", sl->id);
+        if (sim) {
+                const char *dir = getenv("GPUSLICE_SIM_LIBDIR");
+
+                if (!dir || !*dir)
+                        dir = GS_SIM_LIBDIR;
+                if (*dir)
+                        env_prepend(e, "LD_LIBRARY_PATH", dir);
+        }
+        if (sl->config[0]) {
+                char shim[GS_PATH_MAX], preload[2 * GS_PATH_MAX + 2];
+
+                if (find_shim(shim, sizeof(shim)) < 0)
+                        return gs_error_set(err, -ENOENT,
+                                            "the shim libgpuslice.so was not found (next to "
+                                            "gpuslice, in ../shim, ../lib/gpuslice); set "
+                                            "GPUSLICE_SHIM");
+                snprintf(preload, sizeof(preload), "%s", shim);
+#ifdef GS_SANITIZE
+                char asan[GS_PATH_MAX] = "";
+
+                dl_iterate_phdr(find_asan, asan);
+                if (asan[0])
+                        snprintf(preload, sizeof(preload), "%s:%s", asan, shim);
+                if (!getenv("ASAN_OPTIONS"))
+                        env_add(e, "ASAN_OPTIONS", "detect_leaks=0");
+#endif
+                env_prepend(e, "LD_PRELOAD", preload);
+                env_add(e, "GPUSLICE_CONFIG", sl->config);
+        }
+        if (e->overflow)
+                return gs_error_set(err, -E2BIG, "the environment of the slice is too large");
+        return 0;
+}
+
+static int remember_id(struct up_slices *s, const char *id)
+{
+        if (s->n_ids == s->cap_ids) {
+                size_t cap = s->cap_ids ? 2 * s->cap_ids : 16;
+                char **ids = realloc(s->ids, cap * sizeof(*ids));
+
+                if (!ids)
+                        return -ENOMEM;
+                s->ids = ids;
+                s->cap_ids = cap;
+        }
+        s->ids[s->n_ids] = strdup(id);
+        if (!s->ids[s->n_ids])
+                return -ENOMEM;
+        s->n_ids++;
+        return 0;
+}
+
+static void release(struct up_slices *s, size_t api)
+{
+        struct gs_error *err = NULL;
+        int fd = -1, r;
+
+        if (!s->held[api].id[0])
+                return;
+        r = connect_daemon(s, &fd, &err);
+        if (r == 0) {
+                r = cli_release_slice(fd, s->held[api].id, &err);
+                close(fd);
+        }
+        /* -ENOENT: the daemon already freed it when the process ended. */
+        if (r < 0 && r != -ENOENT)
+                fprintf(stderr, "up: [%s] cannot release slice %s: %s\n",
+                        s->spec->apis[api].name, s->held[api].id, gs_error_msg(err));
+        gs_error_free(err);
+        s->held[api].id[0] = '\0';
+}
+
+int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
+{
+        struct up_slices *s = ud;
+        const struct gs_api_spec *a = &s->spec->apis[api];
+        const char *policy = a->compute.policy == GS_POLICY_CAP ? "cap" : "share";
+        struct envblob e = { .buf = blob, .size = size };
+        struct gs_error *err = NULL;
+        struct cli_slice sl;
+        int fd = -1, r;
+
+        r = connect_daemon(s, &fd, &err);
+        if (r == 0) {
+                r = cli_create_slice(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
+                                     a->name, pid, &sl, &err);
+                close(fd);
+        }
+        if (r == 0) {
+                snprintf(s->held[api].id, sizeof(s->held[api].id), "%s", sl.id);
+                s->held[api].pid = pid;
+                r = remember_id(s, sl.id);
+                if (r == 0)
+                        r = slice_env(&sl, s->copts.sim, &e, &err);
+                if (r < 0)
+                        release(s, api);
+        }
+        if (r < 0) {
+                fprintf(stderr, "up: [%s] cannot get its slice: %s\n", a->name,
+                        err ? gs_error_msg(err) : strerror(-r));
+                gs_error_free(err);
+                return r;
+        }
+        return (int)e.len;
+}
+
+void up_slices_exited(void *ud, size_t api, pid_t pid)
+{
+        struct up_slices *s = ud;
+
+        if (s->held[api].pid == pid)
+                release(s, api);
+}
+
+int up_slices_release_all(struct up_slices *s)
+{
+        struct cli_listing l = { 0 };
+        struct gs_error *err = NULL;
+        int fd = -1, left = 0;
+
+        for (size_t i = 0; i < s->spec->n_apis; i++)
+                release(s, i);
+        if (connect_daemon(s, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
+                fprintf(stderr, "up: cannot check that the slices are freed: %s\n",
+                        gs_error_msg(err));
+                gs_error_free(err);
+                if (fd >= 0)
+                        close(fd);
+                return 1;
+        }
+        close(fd);
+        for (size_t i = 0; i < l.n_slices; i++)
+                for (size_t k = 0; k < s->n_ids; k++)
+                        if (strcmp(l.slices[i].id, s->ids[k]) == 0) {
+                                fprintf(stderr, "up: slice %s (%s) is still held\n",
+                                        l.slices[i].id, l.slices[i].name);
+                                left++;
+                        }
+        cli_listing_done(&l);
+        return left;
+}
+
+struct up_slices *up_slices_free(struct up_slices *s)
+{
+        if (!s)
+                return NULL;
+        for (size_t i = 0; i < s->n_ids; i++)
+                free(s->ids[i]);
+        free(s->ids);
+        free(s->held);
+        free(s);
+        return NULL;
+}

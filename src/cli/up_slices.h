@@ -1,0 +1,46 @@
+/* The slices of `gpuslice up`: the link between the supervisor and the
+ * daemon. Checks that a whole spec fits, gives every start of an API a fresh
+ * slice for its process (and the environment that puts the process in it, as
+ * `gpuslice run` does), and releases the slice when the process is gone. */
+#ifndef GS_UP_SLICES_H
+#define GS_UP_SLICES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+#include "spec.h"
+
+struct up_slices;
+
+struct up_slices_options {
+        bool sim;            /* a daemon started for us uses simgpu */
+};
+
+/* Connect to the daemon (starting the embedded one when none answers) and
+ * prepare to hand out slices for spec's APIs (spec must outlive the object).
+ * 0 and *ret, or a negative errno with *err set. */
+int up_slices_open(const struct up_slices_options *opt, const struct gs_spec *spec,
+                   struct up_slices **ret, struct gs_error **err);
+
+/* Whether every API of the spec fits on the node together, now. 0, or
+ * -ENOSPC with *err naming the API and what each GPU would be short of, or
+ * another negative errno (daemon unreachable) with *err set. */
+int up_slices_check_fit(struct up_slices *s, struct gs_error **err);
+
+/* up_hooks.prepare: a slice for process pid of API `api`, and its
+ * environment ("K=V\0...") in blob. Prints why on failure (-errno). */
+int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size);
+
+/* up_hooks.exited: release the slice of the process that ended. */
+void up_slices_exited(void *ud, size_t api, pid_t pid);
+
+/* Release whatever is still held and check with the daemon that no slice of
+ * ours is left. Returns how many are left (0 when all are freed). */
+int up_slices_release_all(struct up_slices *s);
+
+/* Free; NULL-safe; returns NULL. */
+struct up_slices *up_slices_free(struct up_slices *s);
+
+#endif /* GS_UP_SLICES_H */

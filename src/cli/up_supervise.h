@@ -1,0 +1,53 @@
+/* The process supervisor behind `gpuslice up`: runs one process per API,
+ * prefixes every line they print with the API's name, restarts an API that
+ * exits with exponential backoff, and on SIGINT/SIGTERM stops them all
+ * (SIGTERM to each API's process group, SIGKILL after a grace period).
+ *
+ * It knows nothing of slices: the caller's hooks give each new process its
+ * slice (after fork, before exec, the child waits for them) and release it
+ * when the process is gone. Single-threaded; owns SIGINT, SIGTERM and
+ * SIGCHLD while it runs. */
+#ifndef GS_UP_SUPERVISE_H
+#define GS_UP_SUPERVISE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#define UP_ENV_BLOB_MAX 65536 /* bytes of extra environment one start may add */
+
+struct up_api {
+        const char *name;       /* printed as "[name] " before each line */
+        char *const *argv;      /* NULL-terminated; argv[0] looked up on PATH unless it has a '/' */
+        char *const *env;       /* NULL-terminated "K=V" added to every start; may be NULL */
+};
+
+struct up_hooks {
+        /* Called in the parent for each start, after fork, while the child
+         * waits. Writes "K=V\0K=V\0..." (at most UP_ENV_BLOB_MAX bytes) into
+         * blob and returns its length (>= 0), or a negative errno: the child
+         * is then killed and the start counts as a failed one (backoff). */
+        int (*prepare)(void *ud, size_t api, pid_t pid, char *blob, size_t size);
+        /* Called once the process started for api is reaped (exited or killed). */
+        void (*exited)(void *ud, size_t api, pid_t pid);
+        void *ud;
+};
+
+struct up_options {
+        uint64_t backoff_initial_ms; /* first restart delay (500) */
+        uint64_t backoff_max_ms;     /* cap of the doubling (30000) */
+        uint64_t reset_after_ms;     /* up this long: the next delay is initial again (30000) */
+        uint64_t grace_ms;           /* SIGTERM to SIGKILL on stop (10000) */
+};
+
+/* The defaults above. */
+void up_options_default(struct up_options *o);
+
+/* Start every API and supervise them until SIGINT or SIGTERM, then stop them
+ * all and return 0 (a clean stop), or 1 when some API had to be killed with
+ * SIGKILL. Returns a negative errno when the supervisor itself cannot run
+ * (signalfd, pipes); APIs already started are stopped first. */
+int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks *hooks,
+                 const struct up_options *opt);
+
+#endif /* GS_UP_SUPERVISE_H */
