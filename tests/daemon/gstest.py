@@ -119,10 +119,20 @@ class World:
             return ""
 
     def connect(self):
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.settimeout(20)
-        s.connect(self.sock)
-        return s
+        # A unix socket's listen backlog answers EAGAIN when it is full (a
+        # burst of connections on a loaded machine): retry, bounded.
+        deadline = time.monotonic() + 20
+        while True:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            s.settimeout(20)
+            try:
+                s.connect(self.sock)
+                return s
+            except BlockingIOError:
+                s.close()
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.01)
 
     def call(self, mtype, items=()):
         with self.connect() as s:
