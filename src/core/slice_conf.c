@@ -289,7 +289,10 @@ int gs_slice_conf_parse(const char *text, size_t len, struct gs_slice_conf *ret,
 
 int gs_slice_conf_load(const char *path, struct gs_slice_conf *ret, struct gs_error **err)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+        /* O_NONBLOCK: a FIFO (or device) named here must not hang the host
+         * process in open(); it is refused below as not a regular file. On a
+         * regular file the flag changes nothing. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
         if (fd < 0) {
                 int r = -errno;
                 if (r == -ENOENT)

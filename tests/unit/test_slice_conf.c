@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "alloc.h"
@@ -161,6 +162,30 @@ static void load_file(void **state)
         gs_error_free(err);
 }
 
+/* A FIFO named as the config (GPUSLICE_CONFIG points anywhere) must be
+ * refused at once: blocking in open() would hang the host process's first
+ * CUDA call. The alarm turns a regression into a failure, not a timeout. */
+static void fifo_refused(void **state)
+{
+        (void)state;
+        char path[] = "/tmp/gs-conf-fifo-XXXXXX";
+        int fd = mkstemp(path);
+        assert_true(fd >= 0);
+        close(fd);
+        unlink(path);
+        assert_int_equal(mkfifo(path, 0600), 0);
+        struct gs_slice_conf c;
+        struct gs_error *err = NULL;
+        alarm(10);
+        int r = gs_slice_conf_load(path, &c, &err);
+        alarm(0);
+        unlink(path);
+        assert_int_equal(r, -EINVAL);
+        assert_non_null(err);
+        assert_non_null(strstr(gs_error_msg(err), "not a regular file"));
+        gs_error_free(err);
+}
+
 static void alloc_failure(void **state)
 {
         (void)state;
@@ -181,7 +206,7 @@ int main(void)
                 cmocka_unit_test(good_minimal), cmocka_unit_test(good_all_keys_spacing),
                 cmocka_unit_test(bad_inputs),   cmocka_unit_test(nul_and_size),
                 cmocka_unit_test(round_trip),   cmocka_unit_test(load_file),
-                cmocka_unit_test(alloc_failure),
+                cmocka_unit_test(alloc_failure), cmocka_unit_test(fifo_refused),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
