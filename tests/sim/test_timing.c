@@ -4,11 +4,18 @@
  * take the time of their kernels. */
 #include "simtest.h"
 
+static struct ct_kernels k;
+
 static float timed(CUstream s, void (*work)(CUstream, void *), void *arg)
 {
         CUevent a, b;
         CT_CHECK(cuEventCreate(&a, 0));
         CT_CHECK(cuEventCreate(&b, 0));
+        /* Keep the device busy while the events and the work are enqueued,
+         * so the measured interval is device time only: a launcher that
+         * the OS deschedules between two calls (a loaded CI machine) leaves
+         * a real GPU idle too, and that gap is not the kernel's. */
+        CT_CHECK(ct_busy(&k, s, 100000000ull));
         CT_CHECK(cuEventRecord(a, s));
         work(s, arg);
         CT_CHECK(cuEventRecord(b, s));
@@ -20,8 +27,6 @@ static float timed(CUstream s, void (*work)(CUstream, void *), void *arg)
         CT_CHECK(cuEventDestroy(b));
         return ms;
 }
-
-static struct ct_kernels k;
 
 static void busy20(CUstream s, void *arg)
 {
@@ -133,6 +138,11 @@ int main(void)
         CUevent a, b;
         CT_CHECK(cuEventCreate(&a, 0));
         CT_CHECK(cuEventCreate(&b, 0));
+        /* Keep the device busy while the events and the work are enqueued,
+         * so the measured interval is device time only: a launcher that
+         * the OS deschedules between two calls (a loaded CI machine) leaves
+         * a real GPU idle too, and that gap is not the kernel's. */
+        CT_CHECK(ct_busy(&k, s, 100000000ull));
         CT_CHECK(cuEventRecord(a, s));
         CT_CHECK(cuLaunchKernelEx(&cfg, k.busy, args, NULL));
         CT_CHECK(cuLaunchCooperativeKernel(k.busy, 1, 1, 1, 1, 1, 1, 0, s, args));
