@@ -158,12 +158,26 @@ static void log_errors(const char *log, off_t from, char *buf, size_t size)
         fclose(f);
 }
 
+/* Refuse a socket whose directory another local user controls (a shared
+ * /tmp: someone may have made /tmp/gpuslice-<uid> first to answer in the
+ * daemon's place). A missing directory is fine: nothing answers there. */
+static int check_socket_dir(const char *sock, struct gs_error **err)
+{
+        char dir[GS_PATH_MAX];
+        snprintf(dir, sizeof(dir), "%s", sock);
+        int r = gs_local_check_dir(dirname(dir), (unsigned)geteuid(), err);
+        return r == -ENOENT ? 0 : r;
+}
+
 int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error **err)
 {
         char sock[GS_PATH_MAX], state[GS_PATH_MAX], log[GS_PATH_MAX + 32];
         if (cli_socket_path(sock, sizeof(sock)) < 0 || cli_state_dir(state, sizeof(state)) < 0)
                 return gs_error_set(err, -ENAMETOOLONG, "socket or state path too long");
-        int r = try_connect(sock, ret_fd);
+        int r = check_socket_dir(sock, err);
+        if (r < 0)
+                return r;
+        r = try_connect(sock, ret_fd);
         if (r == 0)
                 return 0;
         if (!opts->start || (r != -ENOENT && r != -ECONNREFUSED))
@@ -171,6 +185,8 @@ int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error *
         /* The log lives beside the state; make its directory first. */
         if (mkdir(state, 0700) < 0 && errno != EEXIST)
                 return gs_error_set(err, -errno, "cannot create %s: %s", state, strerror(errno));
+        if ((r = gs_local_check_dir(state, (unsigned)geteuid(), err)) < 0)
+                return r == -ENOENT ? gs_error_set(err, r, "%s vanished", state) : r;
         snprintf(log, sizeof(log), "%s/gpusliced.log", state);
         fprintf(stderr, "gpuslice: no daemon answers on %s; starting gpusliced%s (log: %s)\n", sock,
                 opts->sim ? " --sim" : "", log);
@@ -182,6 +198,9 @@ int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error *
         if (daemon < 0)
                 return gs_error_set(err, daemon, "cannot start gpusliced: %s", strerror(-daemon));
         for (int waited = 0; waited < CLI_START_WAIT_MS; waited += 20) {
+                /* The directory may have appeared meanwhile: check it again. */
+                if ((r = check_socket_dir(sock, err)) < 0)
+                        return r;
                 if (try_connect(sock, ret_fd) == 0)
                         return 0;
                 if (kill(daemon, 0) < 0 && errno == ESRCH) {
@@ -294,11 +313,16 @@ static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_sli
                         s->uid = (unsigned)u64_of(v);
                 else if (!strcmp(k, "created"))
                         s->created = (int64_t)u64_of(v);
-                else if (!strcmp(k, "used")) {
+                else if (!strcmp(k, "gpu_time")) {
+                        s->has_gpu_time = true;
+                        s->gpu_time = (uint32_t)GS_MIN(u64_of(v), 1000u);
+                } else if (!strcmp(k, "used")) {
                         s->has_used = true;
                         s->used += u64_of(v);
                 } else if (!strcmp(k, "config"))
                         snprintf(s->config, sizeof(s->config), "%s", v);
+                else if (!strcmp(k, "kind"))
+                        s->kube = strcmp(v, "kubernetes") == 0;
                 else if (!strcmp(k, "dir"))
                         snprintf(s->slice_dir, sizeof(s->slice_dir), "%s", v);
                 else if (!strcmp(k, "gpu") && s->n_gpus < CLI_MAX_SLICE_GPUS) {

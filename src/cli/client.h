@@ -47,6 +47,7 @@ struct cli_slice {
         uint32_t milli;
         uint64_t memory;         /* cap; 0 for whole GPUs */
         char policy[8];
+        bool kube;               /* a Kubernetes pod's slice (no pid) */
         int pid;
         unsigned uid;
         int64_t created;
@@ -55,6 +56,8 @@ struct cli_slice {
         char gpu_uuid[CLI_MAX_SLICE_GPUS][GS_GPU_UUID_MAX];
         bool has_used;
         uint64_t used;           /* NVML's per-process memory, when known */
+        bool has_gpu_time;
+        uint32_t gpu_time;       /* measured share of its GPU over the last second (milli) */
         char config[GS_PATH_MAX];    /* "" for whole GPUs */
         char slice_dir[GS_PATH_MAX];
 };

@@ -73,8 +73,17 @@ static void print_json(const struct cli_listing *l)
                                 printf("null");
                         printf(", \"policy\": ");
                         json_string(s->policy);
-                        printf(", \"pid\": %d, \"uid\": %u, \"created\": %" PRId64 ", \"config\": ",
-                               s->pid, s->uid, s->created);
+                        if (s->has_gpu_time)
+                                printf(", \"gpu_time\": %" PRIu32, s->gpu_time);
+                        else
+                                printf(", \"gpu_time\": null");
+                        printf(", \"kind\": \"%s\", \"pid\": ", s->kube ? "kubernetes" : "local");
+                        if (s->kube)
+                                printf("null");
+                        else
+                                printf("%d", s->pid);
+                        printf(", \"uid\": %u, \"created\": %" PRId64 ", \"config\": ", s->uid,
+                               s->created);
                         if (s->config[0])
                                 json_string(s->config);
                         else
@@ -109,17 +118,25 @@ static void print_table(const struct cli_listing *l)
                         if (!slice_on_gpu(s, gpu->uuid))
                                 continue;
                         if (!header) {
-                                printf("     %-8s %-20s %6s %10s %10s %-6s %8s\n", "SLICE", "NAME",
-                                       "SHARE", "MEM CAP", "MEM USED", "POLICY", "PID");
+                                printf("     %-8s %-20s %6s %10s %10s %-6s %8s %8s\n", "SLICE",
+                                       "NAME", "SHARE", "MEM CAP", "MEM USED", "POLICY", "PID",
+                                       "GPU TIME");
                                 header = true;
                         }
-                        char sh[16];
+                        char sh[16], pid[16], gt[16] = "-";
+                        if (s->has_gpu_time)
+                                snprintf(gt, sizeof(gt), "%" PRIu32 ".%" PRIu32 "%%",
+                                         s->gpu_time / 10, s->gpu_time % 10);
                         gs_gpu_quantity_format(s->milli, sh, sizeof(sh));
-                        printf("     %-8s %-20.20s %6s %10s %10s %-6s %8d\n", s->id,
+                        if (s->kube)
+                                snprintf(pid, sizeof(pid), "k8s");
+                        else
+                                snprintf(pid, sizeof(pid), "%d", s->pid);
+                        printf("     %-8s %-20.20s %6s %10s %10s %-6s %8s %8s\n", s->id,
                                s->name[0] ? s->name : "-", sh,
                                s->memory ? gs_bytes_human(s->memory, a, sizeof(a)) : "whole",
                                s->has_used ? gs_bytes_human(s->used, c, sizeof(c)) : "-",
-                               s->policy, s->pid);
+                               s->policy, pid, gt);
                 }
         }
 }

@@ -3,13 +3,9 @@
  * and the child then receives its environment (slice config, shim preload,
  * visible GPU) over the pipe and execs. Signals are forwarded; the exit
  * status is the command's (128+N when killed by signal N). */
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <inttypes.h>
-#include <libgen.h>
-#include <limits.h>
-#include <link.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -20,10 +16,7 @@
 #include "cli.h"
 #include "client.h"
 #include "quantity.h"
-
-#ifndef GS_SIM_LIBDIR
-#define GS_SIM_LIBDIR ""
-#endif
+#include "slice_env.h"
 
 #define ENV_MAX 16384
 
@@ -53,115 +46,6 @@ static void forward(int sig, siginfo_t *si, void *uc)
 }
 
 static const int forwarded[] = { SIGINT, SIGTERM, SIGHUP, SIGQUIT, SIGUSR1, SIGUSR2 };
-
-/* The shim: $GPUSLICE_SHIM, the build tree (src/cli -> src/shim), an
- * install tree (bin -> lib/gpuslice), or next to us. */
-static int find_shim(char *buf, size_t size)
-{
-        const char *env = getenv("GPUSLICE_SHIM");
-        if (env && *env) {
-                snprintf(buf, size, "%s", env);
-                return access(buf, R_OK) == 0 ? 0 : -ENOENT;
-        }
-        char exe[GS_PATH_MAX];
-        ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n <= 0)
-                return -ENOENT;
-        exe[n] = '\0';
-        const char *dir = dirname(exe);
-        const char *cands[] = { "../shim/libgpuslice.so", "../lib/gpuslice/libgpuslice.so",
-                                "libgpuslice.so" };
-        for (size_t i = 0; i < GS_ARRAY_SIZE(cands); i++) {
-                char cand[GS_PATH_MAX + 64], real[PATH_MAX];
-                snprintf(cand, sizeof(cand), "%s/%s", dir, cands[i]);
-                if (access(cand, R_OK) == 0 && realpath(cand, real)) {
-                        snprintf(buf, size, "%s", real);
-                        return 0;
-                }
-        }
-        return -ENOENT;
-}
-
-#ifdef GS_SANITIZE
-/* A sanitizer-built shim inside an uninstrumented program needs the ASan
- * runtime loaded first: find the one this binary uses. */
-static int find_asan(struct dl_phdr_info *info, size_t size, void *data)
-{
-        (void)size;
-        if (info->dlpi_name && strstr(info->dlpi_name, "libasan.so")) {
-                snprintf(data, GS_PATH_MAX, "%s", info->dlpi_name);
-                return 1;
-        }
-        return 0;
-}
-#endif
-
-struct envbuf {
-        char data[ENV_MAX];
-        size_t len;
-        bool overflow;
-};
-
-static void env_add(struct envbuf *e, const char *key, const char *value)
-{
-        int n = snprintf(e->data + e->len, sizeof(e->data) - e->len, "%s=%s", key, value);
-        if (n < 0 || (size_t)n + 1 >= sizeof(e->data) - e->len) {
-                e->overflow = true;
-                return;
-        }
-        e->len += (size_t)n + 1; /* keep the NUL as separator */
-}
-
-/* Prepend `first` to a colon-separated variable. */
-static void env_prepend(struct envbuf *e, const char *key, const char *first, char sep)
-{
-        const char *old = getenv(key);
-        char v[ENV_MAX / 2];
-        if (old && *old)
-                snprintf(v, sizeof(v), "%s%c%s", first, sep, old);
-        else
-                snprintf(v, sizeof(v), "%s", first);
-        env_add(e, key, v);
-}
-
-static int build_env(const struct cli_slice *s, bool sim, struct envbuf *e, struct gs_error **err)
-{
-        char vis[CLI_MAX_SLICE_GPUS * GS_GPU_UUID_MAX] = "";
-        for (unsigned i = 0; i < s->n_gpus; i++) {
-                size_t l = strlen(vis);
-                snprintf(vis + l, sizeof(vis) - l, "%s%s", i ? "," : "", s->gpu_uuid[i]);
-        }
-        env_add(e, "CUDA_VISIBLE_DEVICES", vis);
-        env_add(e, "GPUSLICE_SLICE", s->id);
-        if (sim) {
-                const char *env = getenv("GPUSLICE_SIM_LIBDIR");
-                const char *dir = env && *env ? env : GS_SIM_LIBDIR;
-                if (*dir)
-                        env_prepend(e, "LD_LIBRARY_PATH", dir, ':');
-        }
-        if (s->config[0]) {
-                char shim[GS_PATH_MAX];
-                if (find_shim(shim, sizeof(shim)) < 0)
-                        return gs_error_set(err, -ENOENT,
-                                            "the shim libgpuslice.so was not found (next to gpuslice, "
-                                            "in ../shim, ../lib/gpuslice); set GPUSLICE_SHIM");
-                char preload[2 * GS_PATH_MAX + 2];
-                snprintf(preload, sizeof(preload), "%s", shim);
-#ifdef GS_SANITIZE
-                char asan[GS_PATH_MAX] = "";
-                dl_iterate_phdr(find_asan, asan);
-                if (asan[0])
-                        snprintf(preload, sizeof(preload), "%s:%s", asan, shim);
-                if (!getenv("ASAN_OPTIONS"))
-                        env_add(e, "ASAN_OPTIONS", "detect_leaks=0");
-#endif
-                env_prepend(e, "LD_PRELOAD", preload, ':');
-                env_add(e, "GPUSLICE_CONFIG", s->config);
-        }
-        if (e->overflow)
-                return gs_error_set(err, -E2BIG, "environment too large");
-        return 0;
-}
 
 /* In the child: wait for the environment, then exec. Never returns. */
 static void child_main(int rfd, char **cmd)
@@ -306,9 +190,10 @@ int cmd_run(int argc, char **argv)
                 sigaction(forwarded[i], &sa, NULL);
 
         struct cli_slice s;
-        struct envbuf env = { .len = 0 };
+        static char env_data[ENV_MAX];
+        struct slice_env env = { .buf = env_data, .size = sizeof(env_data) };
         r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.name, pid, &s, &err);
-        if (r == 0 && (r = build_env(&s, o.sim, &env, &err)) < 0) {
+        if (r == 0 && (r = slice_env_build(&s, o.sim, &env, &err)) < 0) {
                 struct gs_error *e2 = NULL;
                 cli_release_slice(fd, s.id, &e2);
                 gs_error_free(e2);
@@ -324,7 +209,7 @@ int cmd_run(int argc, char **argv)
         }
         size_t off = 0;
         while (off < env.len) {
-                ssize_t n = write(p[1], env.data + off, env.len - off);
+                ssize_t n = write(p[1], env.buf + off, env.len - off);
                 if (n < 0 && errno == EINTR)
                         continue;
                 if (n <= 0)

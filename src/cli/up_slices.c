@@ -3,8 +3,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <link.h>
-#include <libgen.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,11 +12,8 @@
 #include "inventory.h"
 #include "macro.h"
 #include "placement.h"
+#include "slice_env.h"
 #include "up_plan.h"
-
-#ifndef GS_SIM_LIBDIR
-#define GS_SIM_LIBDIR ""
-#endif
 
 struct held {
         char id[GS_SLICE_ID_MAX + 1]; /* "" when the API holds no slice */
@@ -130,121 +125,6 @@ int up_slices_check_fit(struct up_slices *s, struct gs_error **err)
         return r;
 }
 
-/* ---- the environment of a process in a slice (as `gpuslice run` sets it) ---- */
-
-struct envblob {
-        char *buf;
-        size_t size, len;
-        bool overflow;
-};
-
-static void env_add(struct envblob *e, const char *key, const char *value)
-{
-        int n = snprintf(e->buf + e->len, e->size - e->len, "%s=%s", key, value);
-
-        if (n < 0 || (size_t)n + 1 > e->size - e->len) {
-                e->overflow = true;
-                return;
-        }
-        e->len += (size_t)n + 1;
-}
-
-static void env_prepend(struct envblob *e, const char *key, const char *first)
-{
-        const char *old = getenv(key);
-        _cleanup_free_ char *v = NULL;
-
-        if (asprintf(&v, "%s%s%s", first, old && *old ? ":" : "", old ? old : "") < 0) {
-                e->overflow = true;
-                return;
-        }
-        env_add(e, key, v);
-}
-
-/* The shim: $GPUSLICE_SHIM, else the build tree (src/cli -> src/shim), an
- * install tree (bin -> lib/gpuslice), or next to this binary. */
-static int find_shim(char *buf, size_t size)
-{
-        static const char *const cands[] = { "../shim/libgpuslice.so",
-                                             "../lib/gpuslice/libgpuslice.so", "libgpuslice.so" };
-        const char *env = getenv("GPUSLICE_SHIM");
-        char exe[GS_PATH_MAX];
-        ssize_t n;
-
-        if (env && *env) {
-                snprintf(buf, size, "%s", env);
-                return access(buf, R_OK) == 0 ? 0 : -ENOENT;
-        }
-        n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
-        if (n <= 0)
-                return -ENOENT;
-        exe[n] = '\0';
-        for (size_t i = 0; i < GS_ARRAY_SIZE(cands); i++) {
-                snprintf(buf, size, "%s/%s", dirname(exe), cands[i]);
-                if (access(buf, R_OK) == 0)
-                        return 0;
-        }
-        return -ENOENT;
-}
-
-#ifdef GS_SANITIZE
-/* A sanitizer-built shim needs the ASan runtime loaded ahead of it. */
-static int find_asan(struct dl_phdr_info *info, size_t size, void *data)
-{
-        (void)size;
-        if (info->dlpi_name && strstr(info->dlpi_name, "libasan.so")) {
-                snprintf(data, GS_PATH_MAX, "%s", info->dlpi_name);
-                return 1;
-        }
-        return 0;
-}
-#endif
-
-static int slice_env(const struct cli_slice *sl, bool sim, struct envblob *e,
-                     struct gs_error **err)
-{
-        char vis[CLI_MAX_SLICE_GPUS * (GS_GPU_UUID_MAX + 1)] = "";
-        size_t vl = 0;
-
-        for (unsigned i = 0; i < sl->n_gpus; i++)
-                vl += (size_t)snprintf(vis + vl, sizeof(vis) - vl, "%s%s", i ? "," : "",
-                                       sl->gpu_uuid[i]);
-        env_add(e, "CUDA_VISIBLE_DEVICES", vis);
-        env_add(e, "GPUSLICE_SLICE", sl->id);
-        if (sim) {
-                const char *dir = getenv("GPUSLICE_SIM_LIBDIR");
-
-                if (!dir || !*dir)
-                        dir = GS_SIM_LIBDIR;
-                if (*dir)
-                        env_prepend(e, "LD_LIBRARY_PATH", dir);
-        }
-        if (sl->config[0]) {
-                char shim[GS_PATH_MAX], preload[2 * GS_PATH_MAX + 2];
-
-                if (find_shim(shim, sizeof(shim)) < 0)
-                        return gs_error_set(err, -ENOENT,
-                                            "the shim libgpuslice.so was not found (next to "
-                                            "gpuslice, in ../shim, ../lib/gpuslice); set "
-                                            "GPUSLICE_SHIM");
-                snprintf(preload, sizeof(preload), "%s", shim);
-#ifdef GS_SANITIZE
-                char asan[GS_PATH_MAX] = "";
-
-                dl_iterate_phdr(find_asan, asan);
-                if (asan[0])
-                        snprintf(preload, sizeof(preload), "%s:%s", asan, shim);
-                if (!getenv("ASAN_OPTIONS"))
-                        env_add(e, "ASAN_OPTIONS", "detect_leaks=0");
-#endif
-                env_prepend(e, "LD_PRELOAD", preload);
-                env_add(e, "GPUSLICE_CONFIG", sl->config);
-        }
-        if (e->overflow)
-                return gs_error_set(err, -E2BIG, "the environment of the slice is too large");
-        return 0;
-}
-
 static int remember_id(struct up_slices *s, const char *id)
 {
         if (s->n_ids == s->cap_ids) {
@@ -288,7 +168,7 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
         struct up_slices *s = ud;
         const struct gs_api_spec *a = &s->spec->apis[api];
         const char *policy = a->compute.policy == GS_POLICY_CAP ? "cap" : "share";
-        struct envblob e = { .buf = blob, .size = size };
+        struct slice_env e = { .buf = blob, .size = size };
         struct gs_error *err = NULL;
         struct cli_slice sl;
         int fd = -1, r;
@@ -304,7 +184,7 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
                 s->held[api].pid = pid;
                 r = remember_id(s, sl.id);
                 if (r == 0)
-                        r = slice_env(&sl, s->copts.sim, &e, &err);
+                        r = slice_env_build(&sl, s->copts.sim, &e, &err);
                 if (r < 0)
                         release(s, api);
         }

@@ -72,7 +72,12 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
                 return gs_error_set(err, -EINVAL, "slice %s: memory cap is 0", s->id);
         if (s->policy != GS_POLICY_SHARE && s->policy != GS_POLICY_CAP)
                 return gs_error_set(err, -EINVAL, "slice %s: unknown policy", s->id);
-        if (s->pid <= 0)
+        if (s->kind != GS_SLICE_LOCAL && s->kind != GS_SLICE_KUBE)
+                return gs_error_set(err, -EINVAL, "slice %s: unknown kind", s->id);
+        if (s->kind == GS_SLICE_KUBE && s->pid != 0)
+                return gs_error_set(err, -EINVAL, "slice %s: a Kubernetes slice has no pid",
+                                    s->id);
+        if (s->kind == GS_SLICE_LOCAL && s->pid <= 0)
                 return gs_error_set(err, -EINVAL, "slice %s: pid %d is not a process", s->id,
                                     (int)s->pid);
         for (unsigned i = 0; i < s->n_gpus; i++) {
@@ -188,6 +193,8 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                             s->start_time, (unsigned)s->uid, s->created);
                 if (s->name[0])
                         sbuf_printf(&b, " name=%s", s->name);
+                if (s->kind == GS_SLICE_KUBE)
+                        sbuf_printf(&b, " kind=k8s");
                 for (unsigned g = 0; g < s->n_gpus; g++)
                         sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 sbuf_printf(&b, "\n");
@@ -245,8 +252,8 @@ static bool copy_token(char *dst, size_t size, const char *src)
 static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned lineno,
                        struct gs_error **err)
 {
-        static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",
-                                            "start", "uid", "created", "name",   "gpu" };
+        static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",  "start",
+                                            "uid", "created", "name", "gpu",    "kind" };
         char *eq = strchr(tok, '=');
         if (!eq)
                 return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
@@ -296,6 +303,10 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
                         s->n_gpus++;
                 break;
         }
+        case 10:
+                ok = strcmp(v, "k8s") == 0;
+                s->kind = GS_SLICE_KUBE;
+                break;
         }
         if (!ok)
                 return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);
@@ -315,7 +326,7 @@ static int parse_slice_line(struct gs_ledger *l, char *rest, unsigned lineno, st
                         return r;
                 rest = sp ? sp + 1 : NULL;
         }
-        const unsigned required = 0x2FFu; /* every key but name (bit 8) */
+        const unsigned required = 0x2FFu; /* every key but name (bit 8) and kind (10) */
         if ((seen & required) != required)
                 return gs_error_set(err, -EINVAL, "line %u: slice lacks a required key", lineno);
         int r = gs_ledger_add(l, &s, err);
@@ -468,9 +479,25 @@ static int write_all(int fd, const char *buf, size_t len)
         return 0;
 }
 
+/* fsync(2) of the state file's directory; a seam the unit test replaces to
+ * make the directory sync fail. */
+GS_TESTABLE int (*ledger_dir_fsync)(int fd) = fsync;
+
+/* Make the rename of `path` durable: fsync its directory. 0 or -errno. */
+static int sync_dir(const char *path)
+{
+        _cleanup_free_ char *dircopy = strdup(path);
+        if (!dircopy)
+                return -ENOMEM;
+        _cleanup_close_ int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        if (dfd < 0 || ledger_dir_fsync(dfd) < 0)
+                return errno ? -errno : -EIO;
+        return 0;
+}
+
 int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err)
 {
-        _cleanup_free_ char *tmp = NULL, *dircopy = NULL;
+        _cleanup_free_ char *tmp = NULL;
         char *text = NULL;
         size_t len = 0;
         if (asprintf(&tmp, "%s.tmp", path) < 0) {
@@ -497,14 +524,9 @@ int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error 
                 unlink(tmp);
                 return gs_error_set(err, r, "cannot write state file %s: %s", path, strerror(-r));
         }
-        dircopy = strdup(path);
-        if (!dircopy)
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        _cleanup_close_ int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || fsync(dfd) < 0) {
-                int e = errno;
-                return gs_error_set(err, -e, "cannot sync the directory of %s: %s", path,
-                                    strerror(e));
-        }
-        return 0;
+        /* The new state is in place: from here on the save has happened,
+         * whatever the directory sync says. */
+        errno = 0;
+        r = sync_dir(path);
+        return r < 0 ? -r : 0;
 }

@@ -11,7 +11,11 @@
  *
  * (one `slice` line per slice, tokens separated by single spaces; `gpu=`
  * repeats for whole-GPU slices; `end` carries the slice count so a
- * truncated file is detected). Anything else is rejected as a whole. */
+ * truncated file is detected). A Kubernetes slice (made by the kubelet
+ * device plugin of `gpusliced --kubelet`) carries `kind=k8s`, an id
+ * "k8s-<n>" and pid=0 start=0 uid=0: it belongs to no local process and is
+ * freed by the plugin when PodResources shows no pod holds it. Anything
+ * else is rejected as a whole. */
 #ifndef GS_LEDGER_H
 #define GS_LEDGER_H
 
@@ -35,12 +39,19 @@ struct gs_slice_gpu {
         char uuid[GS_GPU_UUID_MAX];
 };
 
+/* Who a slice belongs to, and so what frees it. */
+enum gs_slice_kind {
+        GS_SLICE_LOCAL = 0,   /* a local process (gpuslice run/up): freed when it exits */
+        GS_SLICE_KUBE = 1,    /* a Kubernetes container: freed by the device plugin */
+};
+
 struct gs_slice {
-        char id[GS_SLICE_ID_MAX + 1];   /* "s<n>", never reused */
+        char id[GS_SLICE_ID_MAX + 1];   /* "s<n>" (local) or "k8s-<n>", never reused */
+        enum gs_slice_kind kind;
         uint32_t milli;                 /* 1..999 slice, k*1000 whole GPUs */
         uint64_t memory_cap;            /* bytes (whole GPUs: 0, no limit) */
         enum gs_compute_policy policy;
-        pid_t pid;                      /* the process the slice lives for */
+        pid_t pid;                      /* the process the slice lives for (kube: 0) */
         uint64_t start_time;            /* its start time (/proc/pid/stat field 22) */
         uid_t uid;                      /* its owner */
         int64_t created;                /* unix seconds */
@@ -98,7 +109,12 @@ int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs
 int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err);
 
 /* Save crash-safely: write `path`.tmp, fsync, rename over `path`, fsync the
- * directory. On failure `path` still holds the previous state. */
+ * directory. Returns 0 when all of it succeeded. On failure (negative errno,
+ * message in *err) `path` still holds the previous state. Once the rename has
+ * succeeded the save has happened: if only the directory sync then fails the
+ * result is a positive errno (e.g. EIO), *err untouched: `path` holds the new
+ * state but the rename may not survive a power loss; callers keep their
+ * in-memory change and should log a warning. */
 int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err);
 
 #endif /* GS_LEDGER_H */

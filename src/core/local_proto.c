@@ -1,9 +1,11 @@
 /* Wire encoding of the daemon's local API. See local_proto.h. */
 #include "local_proto.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "alloc.h"
 #include "macro.h"
@@ -246,4 +248,33 @@ int gs_local_default_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, 
         else
                 n = snprintf(buf, size, "/tmp/gpuslice-%u", euid);
         return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
+}
+
+int gs_local_check_dir(const char *dir, unsigned euid, struct gs_error **err)
+{
+        struct stat st;
+        if (stat(dir, &st) < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return -ENOENT;
+                return gs_error_set(err, -e, "cannot check the daemon's directory %s: %s", dir,
+                                    strerror(e));
+        }
+        if (!S_ISDIR(st.st_mode))
+                return gs_error_set(err, -EPERM,
+                                    "refusing the daemon socket in %s: it is not a directory",
+                                    dir);
+        if (st.st_uid != euid && st.st_uid != 0)
+                return gs_error_set(err, -EPERM,
+                                    "refusing the daemon socket in %s: the directory is owned by "
+                                    "uid %u, expected uid %u (you) or root; another user may "
+                                    "have created it",
+                                    dir, (unsigned)st.st_uid, euid);
+        if (st.st_mode & (S_IWGRP | S_IWOTH))
+                return gs_error_set(err, -EPERM,
+                                    "refusing the daemon socket in %s: the directory (mode %04o) "
+                                    "is writable by group or others, expected only its owner "
+                                    "(uid %u) to write there",
+                                    dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
+        return 0;
 }

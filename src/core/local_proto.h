@@ -112,6 +112,15 @@ int gs_proto_error_frame(int code, const char *message, uint8_t **ret_frame, siz
  * /tmp/gpuslice-<euid>. Returns 0 or -ENAMETOOLONG. */
 int gs_local_default_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, size_t size);
 
+/* Whether the directory `dir` of a daemon socket can be trusted by a client
+ * running as `euid`: it must be a directory (symlinks followed) owned by
+ * euid or by root and writable by nobody else (no group/other write bit),
+ * so no other local user can have put a socket there. Returns 0; -ENOENT
+ * when it does not exist (no message); -EPERM (message naming the directory,
+ * its owner and mode, and what is expected) when untrusted; or another
+ * negative errno from stat(2) with a message. */
+int gs_local_check_dir(const char *dir, unsigned euid, struct gs_error **err);
+
 #define GS_LOCAL_SOCKET_NAME "gpusliced.sock"
 
 #endif /* GS_LOCAL_PROTO_H */

@@ -1,10 +1,14 @@
 /* gpusliced's state, shared by its files: main.c (flags, start-up),
  * server.c (the event loop and connections), slices.c (requests, the
- * ledger's files, following processes), nvml.c (inventory). One thread owns
- * all of it, so requests are serialised and a GPU is never over-committed. */
+ * ledger's files, following processes), nvml.c (inventory), kubelet.c (the
+ * kubelet device plugin of --kubelet, in its own thread). The event loop's
+ * thread owns everything but the ledger, the inventory and NVML, which it
+ * shares with the plugin's thread under `lock`: every request is served
+ * whole under the lock, so the two never over-commit a GPU together. */
 #ifndef GS_DAEMON_H
 #define GS_DAEMON_H
 
+#include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -22,7 +26,8 @@
 #define DAEMON_IDLE_MS 120000         /* an idle connection is closed after */
 #define DAEMON_MAX_OUT (4u << 20)     /* unsent reply bytes per connection */
 
-enum watch_kind { WATCH_LISTEN, WATCH_SIGNAL, WATCH_CONN, WATCH_PIDFD };
+enum watch_kind { WATCH_LISTEN, WATCH_SIGNAL, WATCH_CONN, WATCH_PIDFD, WATCH_KUBE,
+                  WATCH_ARB /* arbiter_server.c's timer and shim connections */ };
 
 /* Everything registered with epoll starts with a watch. */
 struct watch {
@@ -51,11 +56,24 @@ struct conn {
 
 struct nvml;
 
+/* --kubelet: the device plugin's settings (strings point into argv). */
+struct kubelet_args {
+        bool enabled;
+        const char *plugin_dir;           /* NULL: kube_plugin.h's default */
+        const char *pod_resources_socket;
+        const char *cdi_kind;
+        const char *shim_path;
+        int64_t release_grace_s;          /* < 0: default */
+        unsigned pod_poll_ms, health_poll_ms; /* 0: default */
+};
+
 struct daemon {
         char state_dir[DAEMON_DIR_MAX];
         char socket_path[DAEMON_PATH_MAX];   /* at most 107 bytes in use (sun_path) */
         char ledger_path[DAEMON_PATH_MAX];
         enum gs_placement_policy policy;
+        enum gs_compute_policy compute_policy; /* --compute-policy: for requests without one */
+        struct arbsrv *arb;                    /* arbiter_server.c; NULL until started */
         bool sim;
         char sim_dir[GS_PATH_MAX];
         struct gs_inventory inv;
@@ -69,6 +87,20 @@ struct daemon {
         struct follow *follows[GS_LEDGER_MAX_SLICES];
         size_t n_follows;
         bool stop;
+        /* Held by the event loop while it serves events, and by the
+         * plugin's hooks: guards ledger, inv and nvml. Lock order: the
+         * plugin's own lock, then this one; the event loop never calls into
+         * the plugin. */
+        pthread_mutex_t lock;
+        struct kubelet_args kube;
+        char kube_state_dir[DAEMON_DIR_MAX + 8]; /* <state_dir>/kube */
+        struct watch kube_done;               /* readable when the plugin's thread ends */
+        int kube_stop_fd;                     /* write end: closed to stop the plugin */
+        int kube_stop_rd;
+        int kube_done_wr;
+        pthread_t kube_thread;
+        bool kube_running;
+        bool kube_failed;                     /* the plugin stopped on an error */
 };
 
 /* ---- slices.c ---- */
@@ -88,6 +120,19 @@ void slices_process_exited(struct daemon *d, struct follow *f);
 
 /* Close every pidfd (shutdown; the slices stay in the ledger). */
 void slices_unfollow_all(struct daemon *d);
+
+/* Config path and slice directory of a slice (local or Kubernetes). */
+void slices_conf_path(const struct daemon *d, const struct gs_slice *s, char *buf, size_t size);
+void slices_dir_path(const struct daemon *d, const struct gs_slice *s, char *buf, size_t size);
+
+/* ---- kubelet.c ---- */
+
+/* Start the kubelet device plugin in its own thread (--kubelet), linked to
+ * the ledger through its hooks. 0, or a negative errno (logged). */
+int kubelet_start(struct daemon *d);
+
+/* Stop the plugin's thread and wait for it (no-op when not running). */
+void kubelet_stop(struct daemon *d);
 
 /* ---- server.c ---- */
 

@@ -16,6 +16,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "kube_plugin.h"
+#include "arbiter_server.h"
 #include "log.h"
 #include "nvml.h"
 
@@ -34,7 +36,32 @@ static const char usage_text[] =
         "  --sim               use simgpu, the simulated driver, instead of NVIDIA's\n"
         "                      (library directory: $GPUSLICE_SIM_LIBDIR or the build's)\n"
         "  --log-level L       error, warning, info (default) or debug\n"
+        "  --compute-policy P  compute policy of slices that ask for none: share\n"
+        "                      (default: idle GPU time is lent) or cap\n"
+        "  --kubelet           also be the kubelet device plugin for gpuslice.io/gpu-milli\n"
+        "                      (Kubernetes slices share the ledger with local ones)\n"
+        "  --kubelet-dir DIR   device plugin directory (" KUBE_PLUGIN_DIR ")\n"
+        "  --pod-resources S   the kubelet's PodResources socket\n"
+        "                      (" KUBE_POD_RESOURCES_SOCKET ")\n"
+        "  --cdi-kind KIND     also answer Allocate with the CDI device KIND=<gpu uuid>\n"
+        "  --shim PATH         host path of libgpuslice.so mounted into pods\n"
+        "                      (" KUBE_SHIM_PATH "; '' for none)\n"
+        "  --release-grace S   never free a pod's slice younger than S seconds (60)\n"
+        "  --pod-poll-ms MS    PodResources period (10000)\n"
+        "  --health-poll-ms MS GPU health refresh period (2000)\n"
         "  -h, --help          this text\n";
+
+static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
+{
+        char *end = NULL;
+        errno = 0;
+        long long x = strtoll(v, &end, 10);
+        if (errno || end == v || *end || x < min || x > 86400000)
+                return fprintf(stderr, "gpusliced: %s: expected a number from %lld to 86400000, "
+                                       "got '%s'\n", flag, min, v), -EINVAL;
+        *ret = x;
+        return 0;
+}
 
 /* mkdir -p with `mode` for the last component. */
 static int make_dirs(const char *path, mode_t mode)
@@ -69,6 +96,15 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "policy", required_argument, NULL, 'p' },
                 { "sim", no_argument, NULL, 'm' },
                 { "log-level", required_argument, NULL, 'l' },
+                { "compute-policy", required_argument, NULL, 'C' },
+                { "kubelet", no_argument, NULL, 'K' },
+                { "kubelet-dir", required_argument, NULL, 'k' },
+                { "pod-resources", required_argument, NULL, 'R' },
+                { "cdi-kind", required_argument, NULL, 'c' },
+                { "shim", required_argument, NULL, 'H' },
+                { "release-grace", required_argument, NULL, 'g' },
+                { "pod-poll-ms", required_argument, NULL, 'r' },
+                { "health-poll-ms", required_argument, NULL, 'e' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -102,6 +138,40 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 case 'm':
                         d->sim = true;
                         break;
+                case 'K':
+                        d->kube.enabled = true;
+                        break;
+                case 'k':
+                        d->kube.plugin_dir = optarg;
+                        break;
+                case 'R':
+                        d->kube.pod_resources_socket = optarg;
+                        break;
+                case 'c':
+                        d->kube.cdi_kind = optarg;
+                        break;
+                case 'H':
+                        d->kube.shim_path = optarg;
+                        break;
+                case 'g':
+                case 'r':
+                case 'e': {
+                        long long v;
+                        if (parse_ms(argv[optind - 1], optarg, c == 'g' ? 0 : 10, &v) < 0)
+                                return -EINVAL;
+                        if (c == 'g')
+                                d->kube.release_grace_s = v;
+                        else if (c == 'r')
+                                d->kube.pod_poll_ms = (unsigned)v;
+                        else
+                                d->kube.health_poll_ms = (unsigned)v;
+                        break;
+                }
+                case 'C':
+                        if (arbsrv_policy_parse(optarg, &d->compute_policy) < 0)
+                                return fprintf(stderr, "gpusliced: --compute-policy: '%s' is not "
+                                                       "share or cap\n", optarg), -EINVAL;
+                        break;
                 case 'l':
                         if (strcmp(optarg, "error") == 0)
                                 dlog_max_level = DLOG_ERROR;
@@ -130,6 +200,13 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 snprintf(d->socket_path, sizeof(d->socket_path), "%s/%s", d->state_dir,
                          GS_LOCAL_SOCKET_NAME);
         snprintf(d->ledger_path, sizeof(d->ledger_path), "%s/ledger", d->state_dir);
+        snprintf(d->kube_state_dir, sizeof(d->kube_state_dir), "%s/kube", d->state_dir);
+        if (!d->kube.enabled && (d->kube.plugin_dir || d->kube.pod_resources_socket ||
+                                 d->kube.cdi_kind || d->kube.shim_path ||
+                                 d->kube.release_grace_s >= 0 || d->kube.pod_poll_ms ||
+                                 d->kube.health_poll_ms))
+                return fprintf(stderr, "gpusliced: the device plugin's options need --kubelet\n"),
+                       -EINVAL;
         return 0;
 }
 
@@ -250,6 +327,9 @@ int main(int argc, char **argv)
         static struct daemon d;
         d.epfd = d.lock_fd = -1;
         d.listen.fd = d.sig.fd = -1;
+        d.kube_stop_fd = d.kube_stop_rd = d.kube_done_wr = d.kube_done.fd = -1;
+        d.kube.release_grace_s = -1;
+        pthread_mutex_init(&d.lock, NULL);
         gs_ledger_init(&d.ledger);
         if (parse_args(&d, argc, argv) < 0)
                 return 2;
@@ -260,7 +340,7 @@ int main(int argc, char **argv)
                 dlog_error("cannot set up the event loop: %s", strerror(-r));
                 return 1;
         }
-        if (slices_reconcile(&d) < 0)
+        if (slices_reconcile(&d) < 0 || arbsrv_init(&d) < 0)
                 return 1;
         struct gs_error *err = NULL;
         if (server_listen(&d, &err) < 0) {
@@ -272,8 +352,12 @@ int main(int argc, char **argv)
                   d.state_dir, gs_placement_policy_name(d.policy), d.inv.n_gpus,
                   d.inv.n_gpus == 1 ? "" : "s", d.ledger.n_slices,
                   d.ledger.n_slices == 1 ? "" : "s");
+        if (kubelet_start(&d) < 0)
+                d.stop = d.kube_failed = true;
         server_run(&d);
+        kubelet_stop(&d);
         server_shutdown(&d);
+        arbsrv_done(&d);
         r = gs_ledger_save(&d.ledger, d.ledger_path, &err);
         if (r < 0)
                 dlog_error("%s", gs_error_msg(err));
@@ -286,5 +370,6 @@ int main(int argc, char **argv)
         close(d.sig.fd);
         close(d.epfd);
         close(d.lock_fd);
-        return r < 0 ? 1 : 0;
+        pthread_mutex_destroy(&d.lock);
+        return r < 0 || d.kube_failed ? 1 : 0;
 }

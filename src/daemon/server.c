@@ -1,6 +1,7 @@
 /* gpusliced's event loop: the listening socket, client connections with
  * framed requests, signals and the pidfds of slice processes, all on one
- * epoll instance owned by one thread. */
+ * epoll instance owned by one thread, which serves each batch of events
+ * under d->lock (shared with the kubelet plugin's thread, see kubelet.c). */
 #include "daemon.h"
 
 #include <fcntl.h>
@@ -16,6 +17,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "arbiter_server.h"
 #include "log.h"
 
 static int64_t now_ms(void)
@@ -212,6 +214,20 @@ static void conn_flush(struct daemon *d, struct conn *c)
         conn_update_events(d, c);
 }
 
+/* A shim's connection (first frame GSAR, not GSLP): hand it, with what
+ * was read, to the compute arbiter's service (arbiter_server.c). */
+static void conn_handoff(struct daemon *d, struct conn *c)
+{
+        for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
+                if (d->conns[i] == c)
+                        d->conns[i] = NULL;
+        epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->w.fd, NULL);
+        arbsrv_adopt(d, c->w.fd, c->pid, c->uid, c->in, c->in_len);
+        free(c->in);
+        gs_free(c->out);
+        free(c);
+}
+
 static void conn_readable(struct daemon *d, struct conn *c)
 {
         const size_t cap = GS_PROTO_HEADER_SIZE + GS_PROTO_MAX_REQUEST;
@@ -234,6 +250,10 @@ static void conn_readable(struct daemon *d, struct conn *c)
                 if (c->in_len == 0)
                         c->frame_started_ms = c->last_active_ms;
                 c->in_len += (size_t)n;
+                if (c->out_len == 0 && arbsrv_is_gsar(c->in, c->in_len)) {
+                        conn_handoff(d, c); /* no frame served yet: a shim */
+                        return;
+                }
                 /* Answer one request before reading on: a client that does
                  * not read its replies stops being read. */
                 if (c->out_off == c->out_len && !c->closing)
@@ -340,9 +360,17 @@ int server_run(struct daemon *d)
                         dlog_error("epoll_wait: %m");
                         return -errno;
                 }
+                pthread_mutex_lock(&d->lock);
                 for (int i = 0; i < n && !d->stop; i++) {
                         struct watch *w = evs[i].data.ptr;
                         switch (w->kind) {
+                        case WATCH_ARB:
+                                arbsrv_event(d, w, evs[i].events);
+                                break;
+                        case WATCH_KUBE:
+                                dlog_error("the kubelet device plugin stopped: shutting down");
+                                d->stop = true;
+                                break;
                         case WATCH_LISTEN:
                                 accept_one(d);
                                 break;
@@ -362,6 +390,7 @@ int server_run(struct daemon *d)
                         }
                         }
                 }
+                pthread_mutex_unlock(&d->lock);
         }
         return 0;
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arbiter_server.h"
 #include "log.h"
 #include "nvml.h"
 #include "proc.h"
@@ -32,6 +33,24 @@ static void conf_path(const struct daemon *d, const char *id, char *buf, size_t 
 static void slice_dir_path(const struct daemon *d, const char *id, char *buf, size_t size)
 {
         snprintf(buf, size, "%s/slices/%s", d->state_dir, id);
+}
+
+/* Kubernetes slices' files are the device plugin's (dp_store.c):
+ * <kube state>/slices/<id>/ and its slice.conf. */
+void slices_conf_path(const struct daemon *d, const struct gs_slice *s, char *buf, size_t size)
+{
+        if (s->kind == GS_SLICE_KUBE)
+                snprintf(buf, size, "%s/slices/%s/slice.conf", d->kube_state_dir, s->id);
+        else
+                conf_path(d, s->id, buf, size);
+}
+
+void slices_dir_path(const struct daemon *d, const struct gs_slice *s, char *buf, size_t size)
+{
+        if (s->kind == GS_SLICE_KUBE)
+                snprintf(buf, size, "%s/slices/%s", d->kube_state_dir, s->id);
+        else
+                slice_dir_path(d, s->id, buf, size);
 }
 
 /* Remove a slice's config and its directory (one level of files, which the
@@ -100,7 +119,12 @@ static int write_conf(const struct daemon *d, const struct gs_slice *s, struct g
 
 static int save(struct daemon *d, struct gs_error **err)
 {
-        return gs_ledger_save(&d->ledger, d->ledger_path, err);
+        int r = gs_ledger_save(&d->ledger, d->ledger_path, err);
+        if (r > 0) /* saved; only the directory sync failed */
+                dlog_warn("state saved to %s, but its directory could not be synced (%s): "
+                          "the change may not survive a power loss",
+                          d->ledger_path, strerror(r));
+        return r < 0 ? r : 0;
 }
 
 /* ---- following processes ---- */
@@ -176,6 +200,7 @@ static void free_slice(struct daemon *d, const char *id, const char *why)
         if (s)
                 dlog_info("slice %s freed (%" PRIu32 "m on %s, pid %d): %s", idc, s->milli,
                           s->gpus[0].uuid, (int)s->pid, why);
+        arbsrv_slice_removed(d, idc); /* a lease it held ends now */
         follow_drop(d, idc);
         gs_ledger_remove(&d->ledger, idc);
         remove_slice_files(d, idc);
@@ -197,6 +222,16 @@ int slices_reconcile(struct daemon *d)
         size_t kept = 0, freed = 0;
         for (size_t i = 0; i < d->ledger.n_slices;) {
                 const struct gs_slice *s = &d->ledger.slices[i];
+                if (s->kind == GS_SLICE_KUBE) {
+                        /* No local process: the kubelet plugin frees it once
+                         * PodResources shows no pod holds it. */
+                        if (!d->kube.enabled)
+                                dlog_warn("slice %s belongs to Kubernetes; it stays until "
+                                          "gpusliced --kubelet frees it", s->id);
+                        kept++;
+                        i++;
+                        continue;
+                }
                 int fd = open_owner(s);
                 if (fd >= 0 && follow_add(d, s->id, fd) == 0) {
                         dlog_info("slice %s: process %d still runs; following it", s->id,
@@ -222,6 +257,27 @@ int slices_reconcile(struct daemon *d)
 
 /* ---- requests ---- */
 
+/* Strict decimal: digits only (no sign, space or base prefix), len of them,
+ * value <= max. Returns 0 or -EINVAL. */
+static int parse_u64(const char *v, size_t len, uint64_t max, uint64_t *ret)
+{
+        if (len == 0 || len > 20)
+                return -EINVAL;
+        uint64_t x = 0;
+        for (size_t i = 0; i < len; i++) {
+                if (v[i] < '0' || v[i] > '9')
+                        return -EINVAL;
+                unsigned digit = (unsigned)(v[i] - '0');
+                if (x > (UINT64_MAX - digit) / 10)
+                        return -EINVAL;
+                x = x * 10 + digit;
+        }
+        if (x > max)
+                return -EINVAL;
+        *ret = x;
+        return 0;
+}
+
 static int get_u64(const struct gs_proto_msg *m, const char *key, uint64_t max, bool required,
                    uint64_t *ret, struct gs_error **err)
 {
@@ -231,13 +287,29 @@ static int get_u64(const struct gs_proto_msg *m, const char *key, uint64_t max, 
                         return gs_error_set(err, -EINVAL, "request lacks '%s'", key);
                 return 0;
         }
-        char *end = NULL;
-        errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (errno || end == v || *end || v[0] == '-' || x > max)
+        if (parse_u64(v, strlen(v), max, ret) < 0)
                 return gs_error_set(err, -EINVAL, "'%s' = '%.40s' is not a number up to %" PRIu64,
                                     key, v, max);
-        *ret = x;
+        return 0;
+}
+
+/* A memory request: at most the largest GPU's memory (and so far from
+ * UINT64_MAX that rounding up cannot wrap), rounded up to the granularity. */
+static int check_memory(const struct daemon *d, uint64_t *memory, struct gs_error **err)
+{
+        uint64_t largest = 0;
+        for (unsigned i = 0; i < d->inv.n_gpus; i++)
+                if (d->inv.gpus[i].memory_total > largest)
+                        largest = d->inv.gpus[i].memory_total;
+        if (*memory > UINT64_MAX - (GS_MEM_GRANULARITY - 1) || *memory > largest) {
+                char mem[32];
+                return gs_error_set(err, -EINVAL,
+                                    "memory %" PRIu64 " bytes is more than the largest GPU "
+                                    "of this node has (%s)",
+                                    *memory, gs_bytes_human(largest, mem, sizeof(mem)));
+        }
+        if (*memory % GS_MEM_GRANULARITY)
+                *memory = GS_ALIGN_UP(*memory, GS_MEM_GRANULARITY);
         return 0;
 }
 
@@ -271,18 +343,21 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s,
         gs_proto_builder_add(b, "slice_pid", "%d", (int)s->pid);
         gs_proto_builder_add(b, "slice_uid", "%u", (unsigned)s->uid);
         gs_proto_builder_add(b, "slice_created", "%" PRId64, s->created);
+        gs_proto_builder_add(b, "slice_kind", "%s", s->kind == GS_SLICE_KUBE ? "kubernetes" : "local");
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 gs_proto_builder_add(b, "slice_gpu", "%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 uint64_t used;
-                if (d->nvml && nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &used) == 0)
+                if (d->nvml && s->kind == GS_SLICE_LOCAL &&
+                    nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &used) == 0)
                         gs_proto_builder_add(b, "slice_used", "%" PRIu64, used);
         }
         if (!gs_slice_is_whole(s)) {
-                conf_path(d, s->id, path, sizeof(path));
+                slices_conf_path(d, s, path, sizeof(path));
                 gs_proto_builder_add(b, "slice_config", "%s", path);
         }
-        slice_dir_path(d, s->id, path, sizeof(path));
+        slices_dir_path(d, s, path, sizeof(path));
         gs_proto_builder_add(b, "slice_dir", "%s", path);
+        arbsrv_add_record(d, s->id, b);
 }
 
 /* Check that the peer may make a slice for pid, and pin the process. */
@@ -319,9 +394,10 @@ static int parse_request(const struct daemon *d, const struct gs_proto_msg *m,
             (r = get_u64(m, "memory", UINT64_MAX, false, &memory, err)) < 0 ||
             (r = get_u64(m, "pid", INT32_MAX, true, &pid, err)) < 0)
                 return r;
-        (void)d;
         const char *policy = gs_proto_msg_get(m, "policy");
-        if (!policy || strcmp(policy, "share") == 0)
+        if (!policy)
+                s->policy = d->compute_policy; /* gpusliced --compute-policy */
+        else if (strcmp(policy, "share") == 0)
                 s->policy = GS_POLICY_SHARE;
         else if (strcmp(policy, "cap") == 0)
                 s->policy = GS_POLICY_CAP;
@@ -336,8 +412,8 @@ static int parse_request(const struct daemon *d, const struct gs_proto_msg *m,
                 return gs_error_set(err, -EINVAL, "pid 0 is not a process");
         if (memory && milli >= 1000)
                 return gs_error_set(err, -EINVAL, "whole-GPU requests take no memory cap");
-        if (memory % GS_MEM_GRANULARITY)
-                memory = GS_ALIGN_UP(memory, GS_MEM_GRANULARITY);
+        if ((r = check_memory(d, &memory, err)) < 0)
+                return r;
         *req = (struct gs_placement_request){ .milli = (uint32_t)milli, .memory = memory };
         *ret_pid = (pid_t)pid;
         return 0;
@@ -391,6 +467,7 @@ static int handle_create(struct daemon *d, const struct conn *c, const struct gs
                 return r;
         }
         TAKE_FD(pidfd);
+        arbsrv_slice_added(d, &s);
         char mem[32];
         dlog_info("slice %s created: %" PRIu32 "m, memory %s, on GPU %u (%s) for pid %d uid %u%s%s",
                   s.id, s.milli, s.memory_cap ? gs_bytes_human(s.memory_cap, mem, sizeof(mem)) : "whole",
@@ -410,6 +487,10 @@ static int handle_release(struct daemon *d, const struct conn *c, const struct g
         struct gs_slice *s = gs_ledger_find(&d->ledger, id);
         if (!s)
                 return gs_error_set(err, -ENOENT, "no slice '%.64s'", id);
+        if (s->kind == GS_SLICE_KUBE)
+                return gs_error_set(err, -EPERM,
+                                    "slice %s belongs to a Kubernetes pod; it is freed when the "
+                                    "kubelet no longer lists a pod holding it", s->id);
         if (c->uid != 0 && c->uid != s->uid)
                 return gs_error_set(err, -EPERM, "slice %s belongs to uid %u", s->id,
                                     (unsigned)s->uid);
@@ -427,17 +508,29 @@ static int handle_plan(struct daemon *d, const struct gs_proto_msg *m,
                 if (strcmp(m->items[i].key, "want"))
                         continue;
                 n++;
-                uint32_t milli;
-                uint64_t memory;
-                char tail;
-                if (sscanf(m->items[i].value, "%" SCNu32 ",%" SCNu64 "%c", &milli, &memory, &tail) != 2)
-                        return gs_error_set(err, -EINVAL, "want #%u '%.40s' is not <milli>,<memory>",
-                                            n, m->items[i].value);
-                struct gs_placement_request req = { .milli = milli, .memory = memory };
-                struct gs_placement p;
-                int r = gs_place(&d->inv, usage, d->policy, &req, &p, err);
+                const char *v = m->items[i].value;
+                const char *comma = strchr(v, ',');
+                uint64_t milli = 0, memory = 0;
+                if (!comma ||
+                    parse_u64(v, (size_t)(comma - v), 1000ull * GS_SLICE_MAX_GPUS, &milli) < 0 ||
+                    parse_u64(comma + 1, strlen(comma + 1), UINT64_MAX, &memory) < 0 || milli == 0)
+                        return gs_error_set(err, -EINVAL,
+                                            "want #%u '%.40s' is not <milli>,<memory> (milli "
+                                            "1..%u, both plain decimal numbers)",
+                                            n, v, 1000u * GS_SLICE_MAX_GPUS);
+                if (memory && milli >= 1000)
+                        return gs_error_set(err, -EINVAL,
+                                            "want #%u: whole-GPU requests take no memory cap", n);
+                int r = check_memory(d, &memory, err);
                 if (r < 0) {
-                        gs_error_wrap(err, "slice #%u (%" PRIu32 "m)", n, milli);
+                        gs_error_wrap(err, "want #%u", n);
+                        return r;
+                }
+                struct gs_placement_request req = { .milli = (uint32_t)milli, .memory = memory };
+                struct gs_placement p;
+                r = gs_place(&d->inv, usage, d->policy, &req, &p, err);
+                if (r < 0) {
+                        gs_error_wrap(err, "slice #%u (%" PRIu64 "m)", n, milli);
                         return r;
                 }
                 gs_placement_commit(usage, &req, &p);

@@ -76,6 +76,48 @@ uint32_t dp_free_locked(const struct dp *d, size_t i)
         return d->gpus[i].healthy ? DP_UNITS_PER_GPU - dp_used_locked(d, i) : 0;
 }
 
+/* Keep the allocations the daemon's ledger knows, drop the rest (their
+ * slice directories too), and move next_seq past every id it has used. */
+static int sync_with_ledger(struct dp *d, struct gs_error **err)
+{
+        const char **names = calloc(d->n_allocs ? d->n_allocs : 1, sizeof(*names));
+        bool *known = calloc(d->n_allocs ? d->n_allocs : 1, sizeof(*known));
+        int r = 0;
+        if (!names || !known) {
+                r = gs_error_set(err, -ENOMEM, "out of memory");
+                goto out;
+        }
+        for (size_t i = 0; i < d->n_allocs; i++)
+                names[i] = d->allocs[i].slice;
+        int64_t top = d->hooks.sync(d->hooks.ctx, names, d->n_allocs, known);
+        if (top < 0) {
+                r = gs_error_set(err, (int)top, "device plugin: cannot reconcile with the ledger");
+                goto out;
+        }
+        if ((uint64_t)top >= d->next_seq)
+                d->next_seq = (uint64_t)top + 1;
+        size_t kept = 0;
+        for (size_t i = 0; i < d->n_allocs; i++) {
+                if (known[i]) {
+                        d->allocs[kept++] = d->allocs[i];
+                        continue;
+                }
+                fprintf(stderr, "gpuslice-kube: %s is not in the ledger (freed before a "
+                                "restart): dropped\n", d->allocs[i].slice);
+                if (!d->allocs[i].exclusive)
+                        dp_store_remove_slice(d, d->allocs[i].slice);
+                dp_alloc_done(&d->allocs[i]);
+        }
+        bool changed = kept != d->n_allocs;
+        d->n_allocs = kept;
+        if (changed)
+                r = dp_store_save(d, err);
+out:
+        free(names);
+        free(known);
+        return r;
+}
+
 int dp_new(const struct dp_config *cfg, const struct dp_gpu *gpus, size_t n_gpus, struct dp **ret,
            struct gs_error **err)
 {
@@ -107,6 +149,8 @@ int dp_new(const struct dp_config *cfg, const struct dp_gpu *gpus, size_t n_gpus
                 r = dp_store_write_preload(d, err);
         if (r >= 0)
                 r = dp_store_load(d, err);
+        if (r >= 0 && d->hooks.sync)
+                r = sync_with_ledger(d, err);
         if (r < 0) {
                 dp_free(d);
                 return r;

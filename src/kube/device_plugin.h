@@ -50,6 +50,15 @@ struct dp_hooks {
         int (*slice_add)(void *ctx, const struct dp_slice_info *s, struct gs_error **err);
         void (*slice_remove)(void *ctx, const char *slice);
         uint32_t (*gpu_used)(void *ctx, const char *uuid);
+        /* Once, at start, after the allocation record is loaded: `slices`
+         * are the n slices on the plugin's record. The daemon's ledger is the
+         * authority on which slices exist: it sets known[i] for those it
+         * holds (the plugin drops the others: freed just before a crash),
+         * frees its Kubernetes slices that are not named (made just before a
+         * crash, their Allocate never answered), and returns the highest n
+         * of any "k8s-<n>" it has ever held (0 if none), so that ids are not
+         * reused. A negative errno fails the start. */
+        int64_t (*sync)(void *ctx, const char *const *slices, size_t n, bool *known);
 };
 
 struct dp_config {

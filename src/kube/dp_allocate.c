@@ -3,6 +3,8 @@
  * allocations once PodResources shows nobody holds their units. */
 #include "dp_internal.h"
 
+#include "quantity.h"
+
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -10,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#define GRANULARITY (2ull << 20)
 #define MAX_ENVS 6
 #define MAX_MOUNTS 6
 
@@ -24,6 +25,7 @@ struct built {
         size_t n_cdi;
         bool hooked; /* slice_add succeeded */
         struct dp_container_alloc ca;
+        char slice[GS_SLICE_ID_MAX + 1]; /* the allocation made, "" if none */
 };
 
 static void built_done(struct built *b)
@@ -69,6 +71,59 @@ static void release_locked(struct dp *d, size_t k)
         d->n_allocs--;
 }
 
+/* Drop the allocation named `slice`, if it is still recorded. */
+static void release_slice_locked(struct dp *d, const char *slice)
+{
+        for (size_t k = 0; k < d->n_allocs; k++)
+                if (strcmp(d->allocs[k].slice, slice) == 0) {
+                        release_locked(d, k);
+                        return;
+                }
+}
+
+struct id_ref {
+        const char *id; /* first member: strcmp_p compares it */
+        size_t container;
+};
+
+/* A unit id named twice anywhere in one AllocateRequest: the kubelet never
+ * does this, and honouring it would let one container's "previous holder"
+ * release the allocation just made for another. Returns 0 or -EINVAL. */
+static int check_unique_ids(const struct dp_strv *containers, size_t n, char **ret_msg)
+{
+        size_t total = 0;
+        for (size_t c = 0; c < n; c++)
+                total += containers[c].n;
+        if (total < 2)
+                return 0;
+        struct id_ref *refs = calloc(total, sizeof(*refs));
+        if (!refs)
+                return -ENOMEM;
+        size_t k = 0;
+        for (size_t c = 0; c < n; c++)
+                for (size_t i = 0; i < containers[c].n; i++)
+                        refs[k++] = (struct id_ref){containers[c].v[i], c};
+        qsort(refs, total, sizeof(*refs), strcmp_p);
+        int r = 0;
+        for (size_t i = 1; i < total && r == 0; i++) {
+                const struct id_ref *x = &refs[i - 1], *y = &refs[i];
+                if (strcmp(x->id, y->id) != 0)
+                        continue;
+                size_t lo = x->container < y->container ? x->container : y->container;
+                size_t hi = x->container < y->container ? y->container : x->container;
+                if (lo == hi)
+                        r = dp_msg(ret_msg, -EINVAL, "Allocate: unit %s requested twice", x->id);
+                else
+                        r = dp_msg(ret_msg, -EINVAL,
+                                   "Allocate: unit %s is requested by both container %zu and "
+                                   "container %zu of one request; a unit belongs to one "
+                                   "container",
+                                   x->id, lo, hi);
+        }
+        free(refs);
+        return r;
+}
+
 static size_t find_gpu(const struct dp *d, const char *uuid)
 {
         for (size_t i = 0; i < d->n_gpus; i++)
@@ -82,8 +137,15 @@ static void describe_free(const struct dp *d, char *buf, size_t size)
         size_t off = 0;
         buf[0] = '\0';
         for (size_t i = 0; i < d->n_gpus && off < size; i++) {
-                int n = snprintf(buf + off, size - off, "%sgpu%zu %" PRIu32 "%s", i ? ", " : "",
-                                 i, dp_free_locked(d, i), d->gpus[i].healthy ? "" : " (unhealthy)");
+                uint32_t local = d->hooks.gpu_used ? d->hooks.gpu_used(d->hooks.ctx, d->gpus[i].uuid)
+                                                   : 0;
+                char held[64] = "";
+                if (local)
+                        snprintf(held, sizeof(held), " (%" PRIu32 " held by local gpuslice slices)",
+                                 local);
+                int n = snprintf(buf + off, size - off, "%sgpu%zu %" PRIu32 "%s%s", i ? ", " : "",
+                                 i, dp_free_locked(d, i), d->gpus[i].healthy ? "" : " (unhealthy)",
+                                 held);
                 if (n < 0)
                         break;
                 off += (size_t)n;
@@ -140,9 +202,7 @@ static int build_slice(struct dp *d, const struct dp_alloc *a, const struct dp_g
         c.version = GS_SLICE_CONF_VERSION;
         snprintf(c.slice, sizeof(c.slice), "%s", a->slice);
         snprintf(c.gpu_uuid, sizeof(c.gpu_uuid), "%s", g->uuid);
-        uint64_t cap = g->memory / DP_UNITS_PER_GPU * a->units +
-                       g->memory % DP_UNITS_PER_GPU * a->units / DP_UNITS_PER_GPU;
-        c.memory_limit = cap / GRANULARITY * GRANULARITY;
+        c.memory_limit = gs_default_memory_cap(a->units, g->memory);
         if (c.memory_limit == 0)
                 return dp_msg(ret_msg, -ENOSPC, "gpuslice.io/gpu-milli: %" PRIu32
                               " units of a GPU with %" PRIu64 " bytes is under 2 MiB",
@@ -325,6 +385,7 @@ static int allocate_one(struct dp *d, struct dp_strv *ids, struct built *b, char
         }
         d->allocs = nv;
         d->allocs[d->n_allocs++] = a;
+        snprintf(b->slice, sizeof(b->slice), "%s", a.slice);
         *ids = (struct dp_strv){0}; /* now owned by the record */
         fprintf(stderr, "gpuslice-kube: allocated %s: %" PRIu32 " units on %s%s\n", a.slice,
                 units, a.uuids.v[0], a.uuids.n > 1 ? " and more" : "");
@@ -346,6 +407,11 @@ int dp_handle_allocate(struct dp *d, const uint8_t *req, size_t len, uint8_t **r
                 free(containers);
                 return dp_msg(ret_msg, -EINVAL, "Allocate: no container requests");
         }
+        r = check_unique_ids(containers, n, ret_msg);
+        if (r < 0) {
+                dp_strv_array_free(containers, n);
+                return r;
+        }
         struct built *b = calloc(n, sizeof(*b));
         if (!b) {
                 dp_strv_array_free(containers, n);
@@ -359,9 +425,9 @@ int dp_handle_allocate(struct dp *d, const uint8_t *req, size_t len, uint8_t **r
                         break;
         }
         if (r < 0) {
-                /* Roll back what this call made (they are the newest). */
+                /* Roll back exactly what this call made. */
                 for (size_t i = 0; i < done; i++)
-                        release_locked(d, d->n_allocs - 1);
+                        release_slice_locked(d, b[i].slice);
         } else {
                 struct gs_error *e = NULL;
                 r = dp_store_save(d, &e);
@@ -370,7 +436,7 @@ int dp_handle_allocate(struct dp *d, const uint8_t *req, size_t len, uint8_t **r
                                gs_error_msg(e));
                         gs_error_free(e);
                         for (size_t i = 0; i < n; i++)
-                                release_locked(d, d->n_allocs - 1);
+                                release_slice_locked(d, b[i].slice);
                 }
         }
         pthread_mutex_unlock(&d->lock);

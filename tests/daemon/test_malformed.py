@@ -39,6 +39,28 @@ try:
     expect_error(frame(CREATE, [("gpu_milli", 1500), ("pid", os.getpid())]), "bad share", False)
     expect_error(frame(RELEASE, [("id", "s999")]), "unknown slice", False)
 
+    # Memory near 2^64 must not wrap to 0 when rounded up to 2 MiB (0 would
+    # mean "default cap"), nor may more than the largest GPU's be asked.
+    sleeper = w.spawn_sleeper()
+    for mem, what in (("18446744073709551615", "memory 2^64-1"),
+                      (str(2**64 - (2 << 20) + 1), "memory just past the rounding limit"),
+                      (str((16 << 30) + 1), "memory above the largest GPU (16Gi)"),
+                      (" -1", "memory with a space and a sign"),
+                      ("+1048576", "memory with a plus sign")):
+        r = expect_error(frame(CREATE, [("gpu_milli", 300), ("memory", mem), ("pid", sleeper.pid)]),
+                         what, False)
+        if "GPU" in what:
+            check("largest GPU" in get(r[1], "message"), "%s: %r" % (what, r))
+    check(w.slices() == [], "a bad memory request made a slice: %r" % w.slices())
+    # PLAN's "want=<milli>,<memory>" is parsed as strictly as CREATE's fields.
+    for want in ("-1,0", " 300,0", "+300,0", "300, 5", "300,-1", "300,", ",0", "300",
+                 "4294967596,0", "300,18446744073709551615", "300,%d" % ((16 << 30) + 1)):
+        r = expect_error(frame(PLAN, [("want", want)]), "plan want %r" % want, False)
+        check("want #1" in get(r[1], "message"), "plan %r: %r" % (want, r))
+    t, items = w.call(PLAN, [("want", "300,1073741824"), ("want", "1000,0")])
+    check(t == REPLY | PLAN and len([v for k, v in items if k == "place"]) == 2,
+          "a valid plan refused: %r" % (items,))
+
     # A slow client with half a frame does not stall others, and is cut off.
     slow = w.connect()
     slow.sendall(frame(STATUS)[:6])

@@ -218,7 +218,13 @@ def read_conf(path):
 
 
 class Node:
-    """A scratch node: plugin dir, inventory, state dir, the plugin process."""
+    """A scratch node: plugin dir, state dir and the device plugin process.
+
+    With GS_KUBE_DAEMON set (the tests) the plugin is the real daemon,
+    `gpusliced --sim --kubelet`, on simgpu (GPUs and health from its NVML,
+    GS_SIM_LIBDIR / GS_SIM_SMI); otherwise (the benchmark) it is the
+    standalone gpuslice-kubelet-plugin (GS_KUBE_PLUGIN) reading an inventory
+    file with the GPUs given here."""
 
     def __init__(self, gpus=(("GPU-aaaa-0000", 16 * GIB), ("GPU-bbbb-1111", 16 * GIB)),
                  extra_args=()):
@@ -232,13 +238,34 @@ class Node:
         open(self.shim, "w").close()
         self.gpus = list(gpus)
         self.health = ["healthy"] * len(self.gpus)
-        self.write_inventory()
         self.extra_args = list(extra_args)
         self.proc = None
         self.log = os.path.join(self.tmp, "plugin.log")
         self.kubelet = Kubelet(self.plugin_dir)
         self.pods = None
-        self.nvml_dir = None  # set to simgpu's library dir to read GPUs from NVML
+        self.daemon = os.environ.get("GS_KUBE_DAEMON")
+        self.env = dict(os.environ)
+        # uuids[i]: GPU i's uuid (simgpu's are known once the daemon runs).
+        self.uuids = []
+        if self.daemon:
+            lib = os.environ.get("GS_SIM_LIBDIR", "")
+            if not lib or not os.path.exists(os.path.join(lib, "libnvidia-ml.so.1")):
+                print("SKIP: simgpu not built")
+                sys.exit(77)
+            self.smi_bin = os.environ.get("GS_SIM_SMI") or os.path.join(lib, "simgpu-smi")
+            self.daemon_sock = os.path.join(self.tmp, "gpusliced.sock")
+            self.env.update({
+                "SIMGPU_DIR": os.path.join(self.tmp, "simgpu"),
+                "SIMGPU_DEVICES": str(len(self.gpus)),
+                "SIMGPU_MEMORY": str(self.gpus[0][1]),
+                "GPUSLICE_SIM_LIBDIR": lib,
+                "GPUSLICE_SOCKET": self.daemon_sock,
+                "GPUSLICE_STATE_DIR": self.state_dir,
+            })
+            os.mkdir(self.env["SIMGPU_DIR"])
+        else:
+            self.uuids[:] = [g[0] for g in self.gpus]
+            self.write_inventory()
 
     @property
     def sock(self):
@@ -251,18 +278,36 @@ class Node:
                 f.write("%s %d %s\n" % (uuid, mem, h))
         os.rename(tmp, self.inventory)
 
+    def smi(self, *args):
+        return subprocess.run([self.smi_bin] + list(args), env=self.env, capture_output=True,
+                              text=True, check=True, timeout=10).stdout
+
+    def set_health(self, i, state):
+        """GPU i becomes "healthy" or "lost" (simgpu-smi, or the inventory file)."""
+        self.health[i] = state
+        if self.daemon:
+            self.smi("--set-lost" if state == "lost" else "--clear-lost", str(i))
+        else:
+            self.write_inventory()
+
     def start_plugin(self, wait_registered=True):
-        source = (["--nvml-dir", self.nvml_dir] if self.nvml_dir
-                  else ["--inventory", self.inventory])
-        cmd = [os.environ["GS_KUBE_PLUGIN"], "--kubelet-dir", self.plugin_dir,
-               "--pod-resources", self.pr_sock, "--state-dir", self.state_dir,
-               "--shim", self.shim] + source + [
-               "--health-poll-ms", "100"] + self.extra_args
+        common = ["--kubelet-dir", self.plugin_dir, "--pod-resources", self.pr_sock,
+                  "--shim", self.shim, "--health-poll-ms", "100"]
+        if self.daemon:
+            cmd = [self.daemon, "--sim", "--kubelet", "--state-dir", self.state_dir,
+                   "--socket", self.daemon_sock] + common + self.extra_args
+        else:
+            cmd = [os.environ["GS_KUBE_PLUGIN"], "--state-dir", self.state_dir,
+                   "--inventory", self.inventory] + common + self.extra_args
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
-                                     stderr=open(self.log, "a"))
-        if wait_registered:
-            return self.kubelet.wait_registration()
-        return None
+                                     stderr=open(self.log, "a"), env=self.env)
+        reg = self.kubelet.wait_registration() if wait_registered else None
+        if self.daemon and not self.uuids:
+            import json
+            devs = json.loads(self.smi("--json"))["devices"]
+            self.uuids[:] = [d["uuid"] for d in sorted(devs, key=lambda d: d["index"])]
+            check(len(self.uuids) == len(self.gpus), "simgpu has %d GPUs" % len(self.uuids))
+        return reg
 
     def stop_plugin(self):
         if self.proc:
@@ -287,9 +332,14 @@ class Node:
         if rc not in (None, 0):
             ok = False
             print("plugin exited with", rc)
-        if not ok or os.environ.get("GS_KUBE_KEEP"):
+        log = open(self.log).read() if os.path.exists(self.log) else ""
+        sanitizer = "ERROR: AddressSanitizer" in log or "runtime error:" in log or \
+            "ERROR: LeakSanitizer" in log
+        if not ok or sanitizer or os.environ.get("GS_KUBE_KEEP"):
             print("---- plugin log ----")
-            print(open(self.log).read())
+            print(log)
         shutil.rmtree(self.tmp, ignore_errors=True)
         if rc not in (None, 0):
             fail("the plugin exited with status %s" % rc)
+        if sanitizer:
+            fail("sanitizer report in the plugin's log")

@@ -1,6 +1,8 @@
 """Device plugin scenarios, one per ctest: python3 test_device_plugin.py NAME."""
+import json
 import os
 import signal
+import subprocess
 import sys
 import time
 
@@ -10,7 +12,8 @@ import deviceplugin_v1beta1_pb2 as dp
 from kubelet_sim import (GIB, Node, PodResources, check, envs, fail, ids, mounts, read_conf,
                          wait_for)
 
-UUID0, UUID1 = "GPU-aaaa-0000", "GPU-bbbb-1111"
+# U[i]: GPU i's uuid, filled in when the plugin starts (simgpu's uuids).
+U = []
 
 
 def next_list(q, timeout=10):
@@ -43,8 +46,7 @@ def t_list_health(node):
     check(set(devs) == set(ids(0, 0, 1000) + ids(1, 0, 1000)), "unit ids")
     check(set(devs.values()) == {"Healthy"}, "all healthy at start")
     print("ListAndWatch message for 2 GPUs: %d bytes" % m.ByteSize())
-    node.health[1] = "lost"
-    node.write_inventory()
+    node.set_health(1, "lost")
     m = next_list(q)
     devs = {d.ID: d.health for d in m.devices}
     check(len(devs) == 2000, "the full list again")
@@ -52,9 +54,8 @@ def t_list_health(node):
     check(all(devs[i] == "Healthy" for i in ids(0, 0, 1000)), "gpu0 units healthy")
     # An allocation never lands on the lost GPU.
     r = c.allocate(ids(1, 0, 300))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID0, "slice placed on the healthy GPU")
-    node.health[1] = "healthy"
-    node.write_inventory()
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "slice placed on the healthy GPU")
+    node.set_health(1, "healthy")
     m = next_list(q)
     check(all(d.health == "Healthy" for d in m.devices), "gpu1 healthy again")
     c.close()
@@ -85,12 +86,12 @@ def t_allocate(node):
     c = node.client()
     r = c.allocate(ids(0, 0, 300))
     e, m = envs(r), mounts(r)
-    check(e["NVIDIA_VISIBLE_DEVICES"] == UUID0 and e["CUDA_VISIBLE_DEVICES"] == UUID0, str(e))
+    check(e["NVIDIA_VISIBLE_DEVICES"] == U[0] and e["CUDA_VISIBLE_DEVICES"] == U[0], str(e))
     check(e["GPUSLICE_CONFIG"] == "/run/gpuslice/slice.conf", str(e))
     host_conf, ro = m["/run/gpuslice/slice.conf"]
     check(ro, "config mounted read-only")
     conf = read_conf(host_conf)
-    check(conf["gpu_uuid"] == UUID0, str(conf))
+    check(conf["gpu_uuid"] == U[0], str(conf))
     check(conf["compute_milli"] == "300", str(conf))
     want = (16 * GIB * 300 // 1000) // (2 << 20) * (2 << 20)
     check(int(conf["memory_limit"]) == want, "memory_limit %s, want %d" % (conf["memory_limit"], want))
@@ -103,22 +104,22 @@ def t_allocate(node):
     check(ro and open(preload).read().strip() == "/usr/lib/gpuslice/libgpuslice.so",
           "ld.so.preload names the shim")
     check(len(r.container_responses[0].cdi_devices) == 1 and
-          r.container_responses[0].cdi_devices[0].name == "nvidia.com/gpu=" + UUID0,
+          r.container_responses[0].cdi_devices[0].name == "nvidia.com/gpu=" + U[0],
           "CDI device name")
     # Two containers in one call get one slice each.
     r = c.allocate(ids(0, 300, 100), ids(0, 400, 200))
     check(len(r.container_responses) == 2, "two answers")
     check(envs(r, 0)["GPUSLICE_SLICE"] != envs(r, 1)["GPUSLICE_SLICE"], "two slices")
-    check(envs(r, 1)["NVIDIA_VISIBLE_DEVICES"] == UUID0, "packed with the first slice")
+    check(envs(r, 1)["NVIDIA_VISIBLE_DEVICES"] == U[0], "packed with the first slice")
     # Whole GPU: exclusive, no shim; it takes the GPU nobody uses even
     # though most of its ids are gpu0's.
     r = c.allocate(ids(0, 600, 400) + ids(1, 0, 600))
     e, m = envs(r), mounts(r)
-    check(e["NVIDIA_VISIBLE_DEVICES"] == UUID1, "whole GPU on the free GPU: %s" % e)
+    check(e["NVIDIA_VISIBLE_DEVICES"] == U[1], "whole GPU on the free GPU: %s" % e)
     check(not m and "GPUSLICE_CONFIG" not in e, "no shim for whole GPUs")
     # gpu1 is exclusive now: a slice named by gpu1's ids lands on gpu0.
     r = c.allocate(ids(1, 600, 400))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID0, "nothing shares an exclusive GPU")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "nothing shares an exclusive GPU")
     c.close()
 
 
@@ -129,8 +130,8 @@ def t_remap(node):
     # The kubelet picks gpu0's last units plus some of gpu1: gpu0 cannot
     # hold 300 more, so the slice goes to gpu1 whatever the ids say.
     r = c.allocate(ids(0, 800, 200) + ids(1, 0, 100))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID1, "remapped to gpu1: %s" % envs(r))
-    check(read_conf(mounts(r)["/run/gpuslice/slice.conf"][0])["gpu_uuid"] == UUID1, "config")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[1], "remapped to gpu1: %s" % envs(r))
+    check(read_conf(mounts(r)["/run/gpuslice/slice.conf"][0])["gpu_uuid"] == U[1], "config")
     c.allocate(ids(1, 100, 600))  # gpu0 200 free, gpu1 100 free
     err = c.allocate_error(ids(1, 700, 300))
     check(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, str(err.code()))
@@ -161,7 +162,7 @@ def t_release(node):
     check(os.path.exists(conf_c), "a new allocation is kept within the grace period")
     # gpu0 has 800 free again: 800 fits there.
     r = c.allocate(ids(0, 500, 500) + ids(0, 0, 300))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID0, "freed units reused")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "freed units reused")
     # Without PodResources nothing is freed.
     node.pods.stop()
     node.pods = None
@@ -188,7 +189,7 @@ def t_kubelet_restart(node):
     m = next_list(c.watch())
     check(len(m.devices) == 2000, "serving again")
     r = c.allocate(ids(0, 400, 600) + ids(1, 0, 100))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID1, "earlier allocation still counted")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[1], "earlier allocation still counted")
     c.close()
 
 
@@ -198,14 +199,35 @@ def t_plugin_restart(node):
     r = c.allocate(ids(0, 0, 600))
     conf = mounts(r)["/run/gpuslice/slice.conf"][0]
     c.close()
+    slice_id = envs(r)["GPUSLICE_SLICE"]
+    if node.daemon:
+        check(list(kube_slices(node)) == [slice_id], "the ledger holds the pod's slice")
     check(node.stop_plugin() == 0, "clean exit on SIGTERM")
     check(not os.path.exists(node.sock), "socket removed on shutdown")
     check(os.path.exists(conf), "slice config survives the plugin")
     node.start_plugin()
     c = node.client()
+    if node.daemon:
+        # The ledger's reconcile (pid liveness) leaves pod slices alone.
+        check(list(kube_slices(node)) == [slice_id], "the pod's slice survives a daemon restart")
     r = c.allocate(ids(0, 600, 400) + ids(1, 0, 200))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == UUID1, "600 on gpu0 remembered: %s" % envs(r))
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[1], "600 on gpu0 remembered: %s" % envs(r))
+    check(envs(r)["GPUSLICE_SLICE"] != slice_id, "slice ids are not reused")
     c.close()
+    if node.daemon:
+        # A daemon killed with -9 loses nothing either.
+        node.proc.kill()
+        node.proc.wait()
+        node.proc = None
+        if os.path.exists(node.sock):
+            os.unlink(node.sock)  # a killed plugin leaves its socket
+        node.start_plugin()
+        check(len(kube_slices(node)) == 2, "both pod slices survive kill -9")
+        c = node.client()
+        # 600 units on each GPU now; ids no pod holds yet.
+        err = c.allocate_error(ids(1, 200, 800))
+        check(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, "800 fits nowhere: %s" % err)
+        c.close()
 
 
 def t_malformed(node):
@@ -247,47 +269,131 @@ def t_malformed(node):
         check(e.code() == grpc.StatusCode.UNIMPLEMENTED, str(e.code()))
     # Nothing of that disturbed the plugin or leaked units.
     r = c.allocate(ids(0, 0, 999))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] in (UUID0, UUID1), "still serving")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] in (U[0], U[1]), "still serving")
+    c.close()
+
+
+def t_shared_ids(node):
+    """A unit named by two containers of one Allocate is refused before
+    anything changes: no allocation made, none of anyone else's freed."""
+    node.start_plugin()
+    c = node.client()
+    ra = c.allocate(ids(0, 0, 300))  # someone else's pod
+    conf_a = mounts(ra)["/run/gpuslice/slice.conf"][0]
+    c.allocate(ids(1, 0, 500))
+    for containers in (([ids(0, 300, 100), ["gpu0-u300"] + ids(0, 400, 10)]),
+                       ([ids(0, 300, 100), ids(1, 600, 10), ids(0, 350, 1)])):
+        e = c.allocate_error(*containers)
+        check(e.code() == grpc.StatusCode.INVALID_ARGUMENT, "%s %s" % (e.code(), e.details()))
+        check("both container" in e.details() and "gpu0-u3" in e.details(),
+              "message names the unit and containers: %s" % e.details())
+    check(os.path.exists(conf_a), "the other pod's slice kept")
+    # Free units are as before: gpu0 700, gpu1 500 (800 fits nowhere).
+    e = c.allocate_error(ids(0, 300, 700) + ids(1, 500, 100))
+    check(e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, "%s %s" % (e.code(), e.details()))
+    check("gpu0 700" in e.details() and "gpu1 500" in e.details(),
+          "nothing leaked or freed: %s" % e.details())
     c.close()
 
 
 def t_simgpu(node):
-    """GPUs and health from NVML: simgpu's libnvidia-ml.so.1, a GPU marked
-    lost with simgpu-smi --set-lost."""
-    import json
-    import subprocess
-    lib, smi = os.environ.get("GS_SIM_LIBDIR"), os.environ.get("GS_SIM_SMI")
-    if not lib or not os.path.exists(os.path.join(lib, "libnvidia-ml.so.1")):
-        print("SKIP: simgpu not built")
+    """GPUs and health from NVML: simgpu's libnvidia-ml.so.1 (the daemon's
+    own inventory), a GPU marked lost with simgpu-smi --set-lost."""
+    if not node.daemon:
+        print("SKIP: needs gpusliced")
         sys.exit(77)
-    os.environ["SIMGPU_DIR"] = os.path.join(node.tmp, "simgpu")
-    os.environ["SIMGPU_DEVICES"] = "2"
-    os.environ["SIMGPU_MEMORY"] = str(8 * GIB)
-    node.nvml_dir = lib
     node.start_plugin()
     c = node.client()
     q = c.watch()
     m = next_list(q)
     check(len(m.devices) == 2000 and all(d.health == "Healthy" for d in m.devices),
           "2 simulated GPUs, healthy")
-    out = subprocess.run([smi, "--json"], capture_output=True, text=True, check=True).stdout
-    uuids = [json.loads(l.strip().rstrip(","))["uuid"] for l in out.splitlines()
-             if l.strip().startswith('{"index"')]
-    check(len(uuids) == 2, "simgpu-smi lists 2 devices: %s" % out)
     r = c.allocate(ids(1, 0, 500))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == uuids[1], "the simulated GPU's uuid")
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[1], "the simulated GPU's uuid")
     conf = read_conf(mounts(r)["/run/gpuslice/slice.conf"][0])
-    check(int(conf["memory_limit"]) == 4 * GIB, "half of 8 GiB: %s" % conf)
-    subprocess.run([smi, "--set-lost", "1"], check=True)
+    check(int(conf["memory_limit"]) == 8 * GIB, "half of 16 GiB: %s" % conf)
+    check(conf["daemon_socket"] == node.daemon_sock, "slices talk to this daemon: %s" % conf)
+    node.set_health(1, "lost")
     m = next_list(q)
     devs = {d.ID: d.health for d in m.devices}
     check(all(devs[i] == "Unhealthy" for i in ids(1, 0, 1000)) and
           all(devs[i] == "Healthy" for i in ids(0, 0, 1000)), "lost GPU's units unhealthy")
     r = c.allocate(ids(1, 500, 300))
-    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == uuids[0], "nothing placed on a lost GPU")
-    subprocess.run([smi, "--clear-lost", "1"], check=True)
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "nothing placed on a lost GPU")
+    # The daemon's own placement sees the loss too: a local slice avoids gpu1.
+    ls = ls_json(node)
+    check(not ls["gpus"][1]["healthy"], "gpuslice ls shows GPU 1 unhealthy: %s" % ls["gpus"][1])
+    node.set_health(1, "healthy")
     m = next_list(q)
     check(all(d.health == "Healthy" for d in m.devices), "healthy again")
+    c.close()
+
+
+def cli(node, *args, timeout=30):
+    build = os.environ["GS_BUILD_DIR"]
+    return subprocess.run([os.path.join(build, "src/cli/gpuslice")] + list(args), env=node.env,
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def ls_json(node):
+    out = cli(node, "ls", "--json")
+    check(out.returncode == 0, "gpuslice ls --json: %s %s" % (out.stdout, out.stderr))
+    return json.loads(out.stdout)
+
+
+def kube_slices(node):
+    """The Kubernetes slices gpuslice ls --json shows, by id."""
+    return {s["id"]: s for g in ls_json(node)["gpus"] for s in g["slices"]
+            if s["kind"] == "kubernetes"}
+
+
+def t_shared_ledger(node):
+    """One GPU, one ledger: a local 600m slice and a pod's 600 units cannot
+    both hold it, whichever comes first; gpuslice ls lists both kinds."""
+    if not node.daemon:
+        print("SKIP: needs gpusliced")
+        sys.exit(77)
+    node.start_plugin()
+    c = node.client()
+    # Local first: the pod is refused, and the message says why.
+    local = subprocess.Popen([os.path.join(os.environ["GS_BUILD_DIR"], "src/cli/gpuslice"),
+                              "run", "--sim", "--gpu", "600m", "--name", "local-api", "--",
+                              "sleep", "60"], env=node.env, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for(lambda: any(s["name"] == "local-api" for g in ls_json(node)["gpus"]
+                             for s in g["slices"]), 15, "the local slice")
+        err = c.allocate_error(ids(0, 0, 600))
+        check(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, str(err.code()))
+        check("no single GPU" in err.details() and "gpu0 400" in err.details() and
+              "600 held by local gpuslice slices" in err.details(),
+              "the pod's event names the local slice's hold: %s" % err.details())
+        check(not kube_slices(node), "a refused Allocate leaves nothing in the ledger")
+        # A pod that fits beside it is fine.
+        r = c.allocate(ids(0, 0, 300))
+        check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "300 fits beside 600m")
+        ks = kube_slices(node)
+        check(list(ks) == [envs(r)["GPUSLICE_SLICE"]], "ls lists the pod's slice: %s" % ks)
+        s = list(ks.values())[0]
+        check(s["milli"] == 300 and s["pid"] is None and
+              s["config"] == mounts(r)["/run/gpuslice/slice.conf"][0],
+              "the pod's slice as ls shows it: %s" % s)
+    finally:
+        local.terminate()
+        local.wait(timeout=10)
+    wait_for(lambda: not any(s["name"] == "local-api" for g in ls_json(node)["gpus"]
+                             for s in g["slices"]), 10, "the local slice to be freed")
+    # Kubernetes first: now 300 + 600 units are the pods'; a local 600m is refused.
+    r = c.allocate(ids(0, 300, 600))
+    check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[0], "600 fits once the local slice is gone")
+    out = cli(node, "run", "--sim", "--gpu", "600m", "--", "true")
+    check(out.returncode == 125, "local 600m refused beside 900 pod units: %d %s" %
+          (out.returncode, out.stderr))
+    check("100m" in out.stderr and "GPU 0" in out.stderr,
+          "the refusal shows GPU 0's free share: %s" % out.stderr)
+    check(len(kube_slices(node)) == 2, "both pod slices listed")
+    out = cli(node, "ls")
+    check(out.returncode == 0 and "k8s" in out.stdout, "the table shows pod slices: %s" % out.stdout)
     c.close()
 
 
@@ -302,12 +408,18 @@ TESTS = {
     "kubelet_restart": (t_kubelet_restart, []),
     "plugin_restart": (t_plugin_restart, []),
     "malformed": (t_malformed, []),
+    "shared_ids": (t_shared_ids, []),
+    "shared_ledger": (t_shared_ledger, []),
 }
 
 
 def main():
     fn, args = TESTS[sys.argv[1]]
-    node = Node(extra_args=args)
+    gpus = ((("GPU-aaaa-0000", 16 * GIB),) if sys.argv[1] == "shared_ledger"
+            else (("GPU-aaaa-0000", 16 * GIB), ("GPU-bbbb-1111", 16 * GIB)))
+    node = Node(gpus=gpus, extra_args=args)
+    U[:] = node.uuids  # the standalone plugin's; the daemon's are read at start
+    node.uuids = U
     node.kubelet.start()
     ok = False
     try:

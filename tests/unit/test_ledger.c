@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -167,6 +168,50 @@ static void save_and_load(void **state)
         gs_ledger_done(&back);
 }
 
+/* The test seam for the directory fsync (src/core/ledger.c). */
+extern int (*ledger_dir_fsync)(int fd);
+
+static int failing_fsync(int fd)
+{
+        (void)fd;
+        errno = EIO;
+        return -1;
+}
+
+/* A directory sync failing after the rename is not a failed save: the file
+ * already holds the new state, so the caller must not roll back. */
+static void dir_sync_fails(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/gs-ledger-XXXXXX";
+        assert_non_null(mkdtemp(dir));
+        char path[256];
+        snprintf(path, sizeof(path), "%s/ledger", dir);
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice s = make_slice(&l, 400, "d");
+        assert_int_equal(gs_ledger_add(&l, &s, NULL), 0);
+        int (*saved)(int) = ledger_dir_fsync;
+        ledger_dir_fsync = failing_fsync;
+        struct gs_error *err = NULL;
+        int r = gs_ledger_save(&l, path, &err);
+        ledger_dir_fsync = saved;
+        assert_int_equal(r, EIO); /* positive: saved, durability not certain */
+        assert_null(err);
+        assert_int_equal(gs_ledger_load(&back, path, NULL), 0);
+        assert_int_equal(back.n_slices, 1);
+        assert_int_equal(back.slices[0].milli, 400);
+        assert_int_equal(access(path, F_OK), 0);
+        char tmp[300];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        assert_int_not_equal(access(tmp, F_OK), 0);
+        unlink(path);
+        rmdir(dir);
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
 static void oom(void **state)
 {
         (void)state;
@@ -181,12 +226,58 @@ static void oom(void **state)
         }
 }
 
+/* Kubernetes slices: no process (pid 0), kind=k8s, and they round-trip. */
+static void kube_slices(void **state)
+{
+        (void)state;
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice k = make_slice(&l, 600, "");
+        snprintf(k.id, sizeof(k.id), "k8s-7");
+        k.kind = GS_SLICE_KUBE;
+        assert_int_equal(gs_ledger_add(&l, &k, NULL), -EINVAL); /* a pid: refused */
+        k.pid = 0;
+        k.start_time = 0;
+        k.uid = 0;
+        assert_int_equal(gs_ledger_add(&l, &k, NULL), 0);
+        struct gs_slice local = make_slice(&l, 100, "");
+        local.pid = 0;
+        assert_int_equal(gs_ledger_add(&l, &local, NULL), -EINVAL); /* local needs a pid */
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_ledger_encode(&l, &text, &len), 0);
+        assert_non_null(strstr(text, " kind=k8s"));
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), 0);
+        assert_int_equal(back.n_slices, 1);
+        assert_memory_equal(&back.slices[0], &l.slices[0], sizeof(struct gs_slice));
+        gs_free(text);
+        static const char *const bad[] = {
+                "gpuslice-ledger 1\nnext_id 1\nslice id=k8s-1 milli=300 memory=2097152 "
+                "policy=share pid=0 start=0 uid=0 created=2 kind=pod gpu=0,G\nend 1\n",
+                "gpuslice-ledger 1\nnext_id 1\nslice id=k8s-1 milli=300 memory=2097152 "
+                "policy=share pid=0 start=0 uid=0 created=2 gpu=0,G\nend 1\n",
+                "gpuslice-ledger 1\nnext_id 1\nslice id=k8s-1 milli=300 memory=2097152 "
+                "policy=share pid=5 start=0 uid=0 created=2 kind=k8s gpu=0,G\nend 1\n",
+                "gpuslice-ledger 1\nnext_id 1\nslice id=k8s-1 milli=300 memory=2097152 "
+                "policy=share pid=0 start=0 uid=0 created=2 kind=k8s kind=k8s gpu=0,G\nend 1\n",
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct gs_error *err = NULL;
+                assert_int_equal(gs_ledger_decode(&back, bad[i], strlen(bad[i]), &err), -EINVAL);
+                gs_error_free(err);
+        }
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
-                cmocka_unit_test(round_trip),     cmocka_unit_test(corrupt_inputs),
-                cmocka_unit_test(limits),         cmocka_unit_test(save_and_load),
-                cmocka_unit_test(oom),
+                cmocka_unit_test(round_trip),     cmocka_unit_test(kube_slices),
+                cmocka_unit_test(corrupt_inputs), cmocka_unit_test(limits),
+                cmocka_unit_test(save_and_load),  cmocka_unit_test(oom),
+                cmocka_unit_test(dir_sync_fails),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

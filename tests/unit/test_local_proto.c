@@ -6,7 +6,13 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <pwd.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "alloc.h"
 #include "local_proto.h"
@@ -128,6 +134,69 @@ static void default_dir(void **state)
                          -ENAMETOOLONG);
 }
 
+/* The client trusts a socket directory owned by itself or root and
+ * writable by nobody else. */
+static void check_dir(void **state)
+{
+        (void)state;
+        char dir[] = "/tmp/gs-checkdir-XXXXXX";
+        assert_non_null(mkdtemp(dir)); /* 0700, ours */
+        unsigned me = (unsigned)geteuid();
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_local_check_dir(dir, me, &err), 0);
+        assert_null(err);
+        char missing[64];
+        snprintf(missing, sizeof(missing), "%s/none", dir);
+        assert_int_equal(gs_local_check_dir(missing, me, &err), -ENOENT);
+        assert_null(err);
+        /* Owned by someone else (seen by a client of another uid; a root-
+         * owned directory is trusted by everyone). */
+        if (me != 0) {
+                assert_int_equal(gs_local_check_dir(dir, me + 1, &err), -EPERM);
+                assert_non_null(strstr(gs_error_msg(err), dir));
+                gs_error_free(err);
+                err = NULL;
+        } else {
+                assert_int_equal(gs_local_check_dir(dir, 1000, NULL), 0);
+        }
+        /* Writable by group or others. */
+        assert_int_equal(chmod(dir, 0770), 0);
+        assert_int_equal(gs_local_check_dir(dir, me, &err), -EPERM);
+        assert_non_null(strstr(gs_error_msg(err), "writable by group or others"));
+        gs_error_free(err);
+        err = NULL;
+        assert_int_equal(chmod(dir, 01777), 0);
+        assert_int_equal(gs_local_check_dir(dir, me, NULL), -EPERM);
+        assert_int_equal(chmod(dir, 0755), 0);
+        assert_int_equal(gs_local_check_dir(dir, me, NULL), 0);
+        /* A file is not a directory. */
+        char file[64];
+        snprintf(file, sizeof(file), "%s/f", dir);
+        FILE *f = fopen(file, "w");
+        assert_non_null(f);
+        fclose(f);
+        assert_int_equal(gs_local_check_dir(file, me, NULL), -EPERM);
+        unlink(file);
+        /* Root: a directory another user (nobody) owns is refused. */
+        if (me == 0) {
+                struct passwd *pw = getpwnam("nobody");
+                assert_non_null(pw);
+                assert_int_equal(chown(dir, pw->pw_uid, pw->pw_gid), 0);
+                assert_int_equal(gs_local_check_dir(dir, 0, &err), -EPERM);
+                char want[64];
+                snprintf(want, sizeof(want), "owned by uid %u", (unsigned)pw->pw_uid);
+                assert_non_null(strstr(gs_error_msg(err), want));
+                assert_non_null(strstr(gs_error_msg(err), dir));
+                assert_non_null(strstr(gs_error_msg(err), "expected uid 0 (you) or root"));
+                gs_error_free(err);
+                /* The owner itself trusts it. */
+                assert_int_equal(gs_local_check_dir(dir, (unsigned)pw->pw_uid, NULL), 0);
+        }
+        assert_int_equal(rmdir(dir), 0);
+        if (me != 0)
+                skip(); /* the chown-to-nobody case needs root */
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -136,6 +205,7 @@ int main(void)
                 cmocka_unit_test(bad_payloads),
                 cmocka_unit_test(size_limit),
                 cmocka_unit_test(default_dir),
+                cmocka_unit_test(check_dir),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
