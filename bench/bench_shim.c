@@ -243,7 +243,7 @@ int main(int argc, char **argv)
                 die("cannot write the config");
         fprintf(f,
                 "version = 1\nslice = bench\ngpu_uuid = GPU-%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-"
-                "%02x%02x%02x%02x%02x%02x\nmemory_limit = %llu\ncompute_milli = 500\n"
+                "%02x%02x%02x%02x%02x%02x\nmemory_limit = %llu\ncompute_milli = 1000\n"
                 "context_overhead = 268435456\nslice_dir = %s\n",
                 b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
                 b[14], b[15], 48 * GiB, slicedir);

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "shim.h"
+#include "shim_gate.h"
 
 #define MAX_DEVS 64
 
@@ -98,6 +99,7 @@ CUresult shim_w_cuCtxCreate_v4(CUcontext *pctx, CUctxCreateParams *p, unsigned i
 static CUresult ctx_destroy(CUcontext ctx, shim_t_cuCtxDestroy_v2 *real)
 {
         struct shim_entry e;
+        shim_gate_ctx_destroy(ctx, -1);
         bool had = shim_table_take(SHIM_K_CTX, (uint64_t)(uintptr_t)ctx, &e);
         CUresult r = real(ctx);
         if (had && r != CUDA_SUCCESS)
@@ -151,8 +153,10 @@ out:
 static CUresult primary_release(CUdevice dev, shim_t_cuDevicePrimaryCtxRelease_v2 *real)
 {
         pthread_mutex_lock(&prim_mu);
-        CUresult r = real(dev);
         struct shim_entry e;
+        if (shim_table_get(SHIM_K_PRIMARY, (uint64_t)dev, &e) && e.aux <= 1)
+                shim_gate_ctx_destroy(NULL, dev); /* the last release destroys it */
+        CUresult r = real(dev);
         if (r == CUDA_SUCCESS && shim_table_get(SHIM_K_PRIMARY, (uint64_t)dev, &e)) {
                 if (e.aux <= 1) {
                         shim_table_take(SHIM_K_PRIMARY, (uint64_t)dev, &e);

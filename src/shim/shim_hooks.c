@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "shim.h"
+#include "shim_gate.h"
 #include "slice_conf_io.h"
 
 void *shim_real[SHIM_H_COUNT];
@@ -48,6 +49,7 @@ static void atfork_child(void)
 {
         shim_table_atfork_child();
         shim_books_atfork_child();
+        shim_gate_atfork_child();
 }
 
 static void *lib_open(const char *name)
@@ -90,6 +92,7 @@ static void init_slice(void)
         shim_log("slice %s: gpu %s, memory_limit %llu, context_overhead %llu", shim_conf.slice,
                  shim_conf.gpu_uuid, (unsigned long long)shim_conf.memory_limit,
                  (unsigned long long)shim_conf.context_overhead);
+        shim_gate_setup(&shim_conf);
         mode = SHIM_MODE_SLICE;
 }
 

@@ -1,0 +1,7 @@
+#!/bin/sh
+# Launch gate overhead against simgpu alone: bench/run-gate.sh BUILD_DIR
+set -eu
+build=${1:?usage: run-gate.sh BUILD_DIR}
+build=$(cd "$build" && pwd)
+exec env LD_LIBRARY_PATH="$build/sim" GS_KERNELS_PTX="$build/sim/gs_kernels.ptx" \
+        "$build/bench/bench_gate" "$build/src/shim/libgpuslice.so"

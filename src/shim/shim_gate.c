@@ -1,0 +1,544 @@
+/* The launch gate: fast path, waiting for a lease, switching between the
+ * daemon's leases and local enforcement, and the background thread. See
+ * shim_gate.h for the model and docs/internals/compute-arbiter.md for the
+ * protocol. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <linux/futex.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "shim_gate.h"
+
+#define SRC_LOCAL 1
+#define SRC_DAEMON 2
+/* A hold is named by its lease generation and where the lease came from. */
+#define KEY(gen, src) (((gen) << 2) | (uint64_t)(src))
+
+#define MS (1000ull * 1000)
+#define US 1000ull
+#define WAIT_SLICE_NS (20 * MS)        /* longest single futex wait */
+#define RENEW_LEAD_NS (300 * US)       /* local: decide a renewal this early */
+#define CLOSE_GRACE_NS (200 * US)      /* daemon: a renewal may land this late */
+#define UNIT_MIN_NS (1 * US)
+/* A thread may queue a unit this much beyond GS_ARB_AHEAD_NS, so that the
+ * next unit goes in before the running one ends (a thread wakes up late by
+ * tens of microseconds; without it a queue of one ~1 ms unit runs dry). */
+#define AHEAD_SLACK_NS (250 * US)
+#define UNIT_MAX_NS (1000 * MS)
+
+bool shim_gate_on;
+struct shim_gate_cu shim_gate_cu;
+
+struct src {
+        struct gs_arb_page *page;
+        int id;
+        uint64_t epoch;
+};
+
+static const struct gs_slice_conf *conf;
+static struct src src_local = { .id = SRC_LOCAL }, src_daemon = { .id = SRC_DAEMON };
+static struct src *_Atomic cur_src;
+static _Atomic uint64_t joined;          /* key of the hold this process launches in */
+static _Atomic uint64_t closed_key;      /* daemon: hold this process reported DONE for */
+static _Atomic uint64_t want_gen = UINT64_MAX; /* daemon: WANT sent while the page showed this gen */
+static _Atomic uint64_t unit_ns = GS_ARB_AHEAD_NS; /* device time of one launch (estimate) */
+static _Atomic uint64_t launches;        /* flushed per-thread launch counts */
+static _Atomic int waiters;              /* threads waiting for a lease */
+static _Atomic bool local_failed;        /* the local file is unusable: gate open */
+
+/* Start-up and the background thread, under shim_hold_mu. */
+static bool started;
+static bool bg_running;
+static pthread_cond_t bg_cv = PTHREAD_COND_INITIALIZER; /* re-made monotonic at start */
+static uint64_t hold_key, hold_gen; /* the hold this process is in (0: none) */
+static int hold_src;
+
+struct tls {
+        uint64_t key;    /* hold this thread joined */
+        CUstream stream; /* the stream it measured in that hold */
+        uint64_t qend;   /* estimated end of this thread's queued work */
+        uint64_t count;  /* launches not yet flushed into `launches` */
+};
+static __thread struct tls t __attribute__((tls_model("initial-exec")));
+__thread bool shim_gate_probe __attribute__((tls_model("initial-exec")));
+
+uint64_t shim_gate_now(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void shim_gate_futex_wait(_Atomic uint32_t *f, uint32_t val, uint64_t ns)
+{
+        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull) };
+        syscall(SYS_futex, (uint32_t *)f, FUTEX_WAIT, val, &ts, NULL, 0);
+}
+
+void shim_gate_futex_wake(_Atomic uint32_t *f)
+{
+        syscall(SYS_futex, (uint32_t *)f, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret)
+{
+        for (int i = 0; i < 64; i++) {
+                uint64_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
+                if (s1 & 1)
+                        continue;
+                ret->gen = atomic_load_explicit(&p->gen, memory_order_acquire);
+                ret->start = atomic_load_explicit(&p->start_ns, memory_order_acquire);
+                ret->until = atomic_load_explicit(&p->until_ns, memory_order_acquire);
+                if (atomic_load_explicit(&p->seq, memory_order_acquire) == s1)
+                        return true;
+        }
+        return false;
+}
+
+/* ---- set-up ---- */
+
+static void resolve_cu(void)
+{
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!h)
+                return;
+#define SYM(field, name, alt)                                                         \
+        do {                                                                          \
+                void *p_ = REAL_DLSYM(h, name);                                       \
+                if (!p_)                                                              \
+                        p_ = REAL_DLSYM(h, alt);                                      \
+                shim_gate_cu.field = (__typeof__(shim_gate_cu.field))p_;              \
+        } while (0)
+        SYM(event_create, "cuEventCreate", "cuEventCreate");
+        SYM(event_record, "cuEventRecord", "cuEventRecord");
+        SYM(event_sync, "cuEventSynchronize", "cuEventSynchronize");
+        SYM(elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+        SYM(event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
+        SYM(ctx_get, "cuCtxGetCurrent", "cuCtxGetCurrent");
+        SYM(ctx_push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+        SYM(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+        SYM(is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
+        SYM(event_query, "cuEventQuery", "cuEventQuery");
+#undef SYM
+        /* dlopen took a reference; libcuda stays loaded anyway. */
+        dlclose(h);
+}
+
+void shim_gate_setup(const struct gs_slice_conf *c)
+{
+        conf = c;
+        shim_gate_on = c->compute_milli < 1000;
+        if (shim_gate_on)
+                shim_log("slice %s: compute share %u milli (%s)", c->slice, c->compute_milli,
+                         c->policy == GS_POLICY_CAP ? "cap" : "share");
+}
+
+static void go_local(const char *why)
+{
+        struct src *s = atomic_load_explicit(&cur_src, memory_order_acquire);
+        if (s == &src_local)
+                return;
+        atomic_store_explicit(&cur_src, &src_local, memory_order_release);
+        shim_daemon_close();
+        shim_log("compute: %s: local enforcement (cap at %u milli); retrying the daemon every %llu ms",
+                 why, conf->compute_milli, (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
+}
+
+/* Daemon linked and its page shows a live lease: leave local enforcement. */
+static bool try_daemon_lease(uint64_t now)
+{
+        struct gs_arb_page *p = shim_daemon_page();
+        struct shim_lease l;
+        if (!p || !shim_gate_lease_read(p, &l) || now >= l.until || !shim_daemon_healthy(now))
+                return false;
+        src_daemon.page = p;
+        src_daemon.epoch = shim_daemon_epoch();
+        struct src *s = atomic_load_explicit(&cur_src, memory_order_acquire);
+        if (s != &src_daemon) {
+                atomic_store_explicit(&cur_src, &src_daemon, memory_order_release);
+                shim_log("compute: the daemon grants leases again: leaving local enforcement");
+        }
+        return true;
+}
+
+static void *bg_main(void *arg);
+
+/* First gated launch of the process (or of a fork child). Hold lock held. */
+static void start_locked(void)
+{
+        if (started)
+                return;
+        started = true;
+        pthread_condattr_t ca;
+        pthread_condattr_init(&ca);
+        pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+        pthread_cond_init(&bg_cv, &ca);
+        pthread_condattr_destroy(&ca);
+        if (!shim_gate_cu.event_record)
+                resolve_cu();
+        if (shim_local_attach(conf) < 0) {
+                atomic_store(&local_failed, true);
+                shim_log("compute: local enforcement unavailable: launches are NOT gated");
+        }
+        src_local.page = shim_local_page();
+        atomic_store_explicit(&cur_src, &src_local, memory_order_release);
+        if (!conf->daemon_socket[0]) {
+                shim_log("compute: no daemon_socket: local enforcement (cap at %u milli)",
+                         conf->compute_milli);
+        } else {
+                int r = shim_daemon_connect(conf);
+                if (r == 0) {
+                        src_daemon.page = shim_daemon_page();
+                        src_daemon.epoch = shim_daemon_epoch();
+                        atomic_store_explicit(&cur_src, &src_daemon, memory_order_release);
+                        shim_log("compute: leases from gpusliced (%s)", conf->daemon_socket);
+                } else {
+                        shim_log("compute: daemon %s unreachable (%s): local enforcement (cap at %u milli)",
+                                 conf->daemon_socket, strerror(-r), conf->compute_milli);
+                }
+        }
+        /* The thread must not take the host's signals. */
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_t th;
+        pthread_attr_t a;
+        pthread_attr_init(&a);
+        pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+        pthread_attr_setstacksize(&a, 256 * 1024);
+        if (pthread_create(&th, &a, bg_main, NULL) == 0)
+                bg_running = true;
+        else
+                shim_log("compute: cannot start the gate thread: holds are reported by launching threads");
+        pthread_attr_destroy(&a);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* ---- holds ---- */
+
+static void close_hold_locked(void)
+{
+        if (!hold_key)
+                return;
+        uint64_t n = atomic_exchange_explicit(&launches, 0, memory_order_relaxed);
+        shim_hold_close(hold_key, hold_gen, hold_src, n);
+        if (hold_src == SRC_DAEMON)
+                atomic_store_explicit(&closed_key, hold_key, memory_order_relaxed);
+        hold_key = 0;
+        atomic_store_explicit(&joined, 0, memory_order_release);
+        pthread_cond_signal(&bg_cv);
+}
+
+/* A probed launch took u ns: the first sample replaces the initial guess,
+ * later ones move the estimate by a quarter (one odd sample, e.g. a first
+ * launch that paid for lazy loading, does not stall the queue). */
+static void learn_unit(uint64_t u)
+{
+        static bool learned;
+        if (!u)
+                return;
+        u = u < UNIT_MIN_NS ? UNIT_MIN_NS : u > UNIT_MAX_NS ? UNIT_MAX_NS : u;
+        uint64_t old = atomic_load_explicit(&unit_ns, memory_order_relaxed);
+        uint64_t next = learned ? (old * 3 + u) / 4 : u;
+        learned = true;
+        atomic_store_explicit(&unit_ns, next, memory_order_relaxed);
+}
+
+static void report(uint64_t gen, int src, uint64_t busy)
+{
+        bool pending = atomic_load(&waiters) > 0;
+        if (src == SRC_LOCAL) {
+                shim_local_report(gen, busy, pending);
+        } else if (atomic_load_explicit(&cur_src, memory_order_acquire) == &src_daemon) {
+                if (busy > GS_ARB_MAX_BUSY_NS)
+                        busy = GS_ARB_MAX_BUSY_NS;
+                if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0))
+                        go_local("lost the daemon socket");
+                /* The next wait asks again. */
+                atomic_store(&want_gen, UINT64_MAX);
+        }
+}
+
+/* Drains every closed hold and reports it (outside the hold lock). */
+static void drain_all(void)
+{
+        uint64_t gen, busy, n;
+        int src;
+        learn_unit(shim_probe_poll());
+        while (shim_hold_drain_one(&gen, &src, &busy, &n))
+                report(gen, src, busy);
+        learn_unit(shim_probe_poll());
+}
+
+/* This process launches in hold (key, gen). */
+static void join(uint64_t key, uint64_t gen, int src)
+{
+        pthread_mutex_lock(&shim_hold_mu);
+        if (hold_key != key) {
+                close_hold_locked();
+                hold_key = key;
+                hold_gen = gen;
+                hold_src = src;
+                if (src == SRC_LOCAL)
+                        shim_local_join(gen);
+                atomic_store_explicit(&joined, key, memory_order_release);
+                pthread_cond_signal(&bg_cv);
+        }
+        pthread_mutex_unlock(&shim_hold_mu);
+}
+
+/* This thread's first admitted launch on stream s in hold `key`: the start
+ * event goes right before it (not before a wait, which would count the
+ * wait as busy time). */
+static void first_launch(uint64_t key, CUstream s)
+{
+        pthread_mutex_lock(&shim_hold_mu);
+        if (hold_key == key)
+                shim_hold_stream(key, s);
+        pthread_mutex_unlock(&shim_hold_mu);
+        t.key = key;
+        t.stream = s;
+}
+
+void shim_gate_after(CUstream s, bool ptsz)
+{
+        if (ptsz && !s)
+                s = CU_STREAM_PER_THREAD;
+        shim_gate_probe = false;
+        shim_probe_after(s);
+}
+
+void shim_gate_stream_destroy(CUstream stream)
+{
+        if (shim_gate_on && shim_depth == 0 && atomic_load(&cur_src))
+                shim_hold_stream_gone(stream);
+}
+
+void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev)
+{
+        if (shim_gate_on && atomic_load(&cur_src))
+                shim_hold_forget(ctx, dev);
+}
+
+/* ---- the gate ---- */
+
+/* Admits a launch (the caller checked now < until) while this thread's
+ * queued work (estimated) stays within GS_ARB_AHEAD_NS (+ a small slack) of now; the first
+ * launch into an empty queue always goes. So when a lease ends a thread
+ * has at most ~GS_ARB_AHEAD_NS (or one longer unit) queued: that overrun
+ * is measured and charged, and it keeps the device busy past the end
+ * event recorded when the lease ends, so the event marks the real drain
+ * even when the closing thread wakes late. */
+static inline bool admit(uint64_t now, uint64_t until)
+{
+        (void)until;
+        uint64_t unit = atomic_load_explicit(&unit_ns, memory_order_relaxed);
+        uint64_t q = t.qend > now ? t.qend : now;
+        if (q > now && q + unit > now + GS_ARB_AHEAD_NS + AHEAD_SLACK_NS)
+                return false;
+        t.qend = q + unit;
+        t.count++;
+        return true;
+}
+
+static inline bool lease_valid(struct src *src, struct shim_lease *l, uint64_t now)
+{
+        return shim_gate_lease_read(src->page, l) && now < l->until &&
+               atomic_load_explicit(&src->page->epoch, memory_order_acquire) == src->epoch;
+}
+
+static uint64_t clamp_wait(uint64_t ns)
+{
+        return ns < 20 * US ? 20 * US : ns > WAIT_SLICE_NS ? WAIT_SLICE_NS : ns;
+}
+
+static CUresult slow(CUstream s)
+{
+        pthread_mutex_lock(&shim_hold_mu);
+        start_locked();
+        pthread_mutex_unlock(&shim_hold_mu);
+        if (atomic_load(&local_failed) && atomic_load(&cur_src) == &src_local)
+                return CUDA_SUCCESS;
+        /* A launch into a stream being captured runs nothing now (the graph
+         * is gated when launched), and no event may be recorded there. */
+        CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
+        if (shim_gate_cu.is_capturing && shim_gate_cu.is_capturing(s, &cs) == CUDA_SUCCESS &&
+            cs != CU_STREAM_CAPTURE_STATUS_NONE)
+                return CUDA_SUCCESS;
+        atomic_fetch_add_explicit(&launches, t.count, memory_order_relaxed);
+        t.count = 0;
+        atomic_fetch_add(&waiters, 1);
+        uint64_t t0 = shim_gate_now();
+        for (unsigned spins = 0;; spins++) {
+                struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+                uint64_t now = shim_gate_now();
+                if (src == &src_daemon && !shim_daemon_healthy(now)) {
+                        go_local("the daemon is gone, stale or restarted");
+                        continue;
+                }
+                if (src == &src_local && atomic_load(&local_failed))
+                        break;
+                uint32_t fv = atomic_load_explicit(&src->page->futex, memory_order_acquire);
+                struct shim_lease l = { 0 };
+                bool valid = lease_valid(src, &l, now);
+                uint64_t key = KEY(l.gen, src->id);
+                if (valid && src == &src_daemon && key == atomic_load(&closed_key))
+                        valid = false;
+                if (valid) {
+                        if (atomic_load(&joined) != key)
+                                join(key, l.gen, src->id);
+                        if (admit(now, l.until)) {
+                                if (t.key != key || t.stream != s)
+                                        first_launch(key, s);
+                                shim_gate_probe = shim_probe_arm(s, now);
+                                break;
+                        }
+                        /* This thread's queue is full for now. */
+                        uint64_t unit = atomic_load_explicit(&unit_ns, memory_order_relaxed);
+                        uint64_t target = t.qend + unit - GS_ARB_AHEAD_NS - AHEAD_SLACK_NS;
+                        if (target > l.until)
+                                target = l.until;
+                        shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(target > now ? target - now : 0));
+                        continue;
+                }
+                if (src == &src_local) {
+                        if (try_daemon_lease(now))
+                                continue;
+                        struct gs_arb_decision d;
+                        if (shim_local_tick(true, &d) < 0)
+                                break;
+                        if (d.state == GS_ARB_GRANTED && d.grant_until > now && spins % 64 != 63)
+                                continue;
+                        uint64_t w = d.wake_at == GS_ARB_NEVER || d.wake_at <= now ? WAIT_SLICE_NS
+                                                                                    : d.wake_at - now;
+                        shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(w));
+                        continue;
+                }
+                /* Daemon: ask once per lease waited for, then wait (bounded). */
+                uint64_t seen = l.gen, prev = atomic_load(&want_gen);
+                if (prev != seen && atomic_compare_exchange_strong(&want_gen, &prev, seen) &&
+                    !shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0)) {
+                        go_local("lost the daemon socket");
+                        continue;
+                }
+                if (now - t0 >= GS_ARB_MAX_WAIT_NS) {
+                        go_local("no lease from the daemon in 2 s");
+                        continue;
+                }
+                shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(GS_ARB_MAX_WAIT_NS - (now - t0)));
+        }
+        atomic_fetch_sub(&waiters, 1);
+        if (!bg_running)
+                drain_all();
+        return CUDA_SUCCESS;
+}
+
+CUresult shim_gate_enter(CUstream s, bool ptsz)
+{
+        if (shim_depth > 0)
+                return CUDA_SUCCESS;
+        if (ptsz && !s)
+                s = CU_STREAM_PER_THREAD;
+        struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+        if (__builtin_expect(src != NULL, 1) && t.key && s == t.stream &&
+            t.key == atomic_load_explicit(&joined, memory_order_relaxed)) {
+                struct shim_lease l;
+                uint64_t now = shim_gate_now();
+                if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key && admit(now, l.until))
+                        return CUDA_SUCCESS;
+        }
+        return slow(s);
+}
+
+/* ---- the background thread ---- */
+
+static void timed_wait_locked(uint64_t until_mono)
+{
+        /* bg_cv waits on CLOCK_MONOTONIC (start_locked). */
+        uint64_t now = shim_gate_now();
+        if (until_mono > now + 500 * MS)
+                until_mono = now + 500 * MS;
+        struct timespec ts = { .tv_sec = (time_t)(until_mono / 1000000000ull),
+                               .tv_nsec = (long)(until_mono % 1000000000ull) };
+        pthread_cond_timedwait(&bg_cv, &shim_hold_mu, &ts);
+}
+
+static void *bg_main(void *arg)
+{
+        (void)arg;
+        uint64_t next_retry = 0, ticked_until = 0;
+        pthread_mutex_lock(&shim_hold_mu);
+        for (;;) {
+                pthread_mutex_unlock(&shim_hold_mu);
+                drain_all();
+                uint64_t now = shim_gate_now();
+                struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+                if (src == &src_daemon && !shim_daemon_healthy(now))
+                        go_local("the daemon is gone, stale or restarted");
+                else if (src == &src_local && conf->daemon_socket[0] && now >= next_retry) {
+                        next_retry = now + GS_ARB_RECONNECT_NS;
+                        if (!shim_daemon_page() && shim_daemon_connect(conf) == 0) {
+                                atomic_store(&want_gen, UINT64_MAX);
+                                if (atomic_load(&waiters) > 0)
+                                        shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0);
+                        }
+                        try_daemon_lease(now);
+                }
+                pthread_mutex_lock(&shim_hold_mu);
+                if (!hold_key) {
+                        uint64_t wake = conf->daemon_socket[0] ? next_retry : now + 500 * MS;
+                        if (src == &src_daemon)
+                                wake = now + GS_ARB_HEARTBEAT_NS;
+                        timed_wait_locked(wake);
+                        continue;
+                }
+                struct src *hs = hold_src == SRC_LOCAL ? &src_local : &src_daemon;
+                struct shim_lease l;
+                now = shim_gate_now();
+                bool same = hs == atomic_load(&cur_src) && shim_gate_lease_read(hs->page, &l) &&
+                            KEY(l.gen, hs->id) == hold_key;
+                if (same && hs == &src_local && now + RENEW_LEAD_NS >= l.until && ticked_until != l.until) {
+                        /* Local: renew (or end) the lease before it runs out. */
+                        ticked_until = l.until;
+                        pthread_mutex_unlock(&shim_hold_mu);
+                        struct gs_arb_decision d;
+                        shim_local_tick(false, &d);
+                        pthread_mutex_lock(&shim_hold_mu);
+                        continue;
+                }
+                uint64_t grace = hs == &src_daemon ? CLOSE_GRACE_NS : 0;
+                if (!same || now >= l.until + grace) {
+                        close_hold_locked();
+                        continue;
+                }
+                uint64_t wake = l.until + grace;
+                if (hs == &src_local && ticked_until != l.until)
+                        wake = l.until > RENEW_LEAD_NS ? l.until - RENEW_LEAD_NS : 0;
+                timed_wait_locked(wake);
+        }
+        return NULL;
+}
+
+void shim_gate_atfork_child(void)
+{
+        if (!shim_gate_on)
+                return;
+        shim_hold_reset();
+        shim_daemon_reset();
+        started = false;
+        bg_running = false;
+        hold_key = 0;
+        atomic_store(&joined, 0);
+        atomic_store(&closed_key, 0);
+        atomic_store(&want_gen, UINT64_MAX);
+        atomic_store(&launches, 0);
+        atomic_store(&waiters, 0);
+        atomic_store(&cur_src, NULL);
+        t = (struct tls){ 0 };
+}

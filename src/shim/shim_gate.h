@@ -1,0 +1,171 @@
+/* The launch gate: the shim's side of the compute share (issue 5; the
+ * mechanism is docs/internals/compute-arbiter.md, the protocol
+ * include/gpuslice/arbiter_proto.h).
+ *
+ * Every launch path calls shim_gate() before the driver. Outside a slice,
+ * or in a whole-GPU slice (compute_milli 1000), the gate is off: one load
+ * of a flag. In a slice the launch goes through while the slice holds a
+ * lease (read from a lease page with atomic loads and the vDSO clock: no
+ * syscall, no lock, nothing shared written) and this thread's estimate of
+ * its queued work (launches x the probed device time of one launch) stays
+ * within GS_ARB_AHEAD_NS (plus a 250 us slack) of now: when a lease ends a
+ * thread has at most that much (or one longer unit) still queued, which is
+ * measured and charged as the hold's overrun. Otherwise the thread waits
+ * (bounded) for room or for the next lease.
+ *
+ * Two sources of leases, one lease-page layout (struct gs_arb_page):
+ *   DAEMON  <slice_dir>/compute, written by gpusliced's arbiter; the shim
+ *           asks with WANT and reports DONE over the daemon socket;
+ *   LOCAL   a private one-slice arbiter (policy cap at the share) shared by
+ *           the slice's processes through <slice_dir>/compute.local, used
+ *           when there is no daemon_socket, the daemon is unreachable, its
+ *           heartbeat is stale or its epoch changed.
+ * A small background thread per process (started on the first gated
+ * launch) closes holds, measures their device time with CUDA events,
+ * reports DONE, renews local leases and reconnects to the daemon. */
+#ifndef SHIM_GATE_H
+#define SHIM_GATE_H
+
+#include <cuda.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <gpuslice/arbiter_proto.h>
+#include <gpuslice/slice_conf.h>
+
+#include "arbiter.h"
+
+/* True once shim_gate_setup saw a slice with compute_milli < 1000. */
+extern bool shim_gate_on;
+
+/* Called once from the shim's start-up with the slice config (SLICE mode
+ * only). Decides whether launches are gated; opens nothing yet. */
+void shim_gate_setup(const struct gs_slice_conf *conf);
+
+/* The gate proper (out of line): CUDA_SUCCESS to let a launch on `stream`
+ * go (`ptsz`: the per-thread-stream variant). Never fails a launch on its
+ * own account: when nothing can be obtained it waits at most
+ * GS_ARB_MAX_WAIT_NS and falls back to local enforcement. */
+CUresult shim_gate_enter(CUstream stream, bool ptsz);
+
+static inline CUresult shim_gate(CUstream stream, bool ptsz)
+{
+        if (__builtin_expect(!shim_gate_on, 1))
+                return CUDA_SUCCESS;
+        return shim_gate_enter(stream, ptsz);
+}
+
+/* Set by the gate when the launch it admitted is the first of a hold: the
+ * caller then calls shim_gate_after once the driver accepted it. */
+extern __thread bool shim_gate_probe __attribute__((tls_model("initial-exec")));
+void shim_gate_after(CUstream stream, bool ptsz);
+
+/* Hooks for the application's stream and context teardown (no-ops with
+ * the gate off): the gate's events must not outlive what they are on. */
+void shim_gate_stream_destroy(CUstream stream);
+void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev);
+
+/* Child side of fork: forget holds, events, the socket and the thread; the
+ * child starts over at its first gated launch. */
+void shim_gate_atfork_child(void);
+
+/* ---- internals shared by the shim_gate*.c files ---- */
+
+uint64_t shim_gate_now(void);
+void shim_gate_futex_wait(_Atomic uint32_t *f, uint32_t val, uint64_t ns);
+void shim_gate_futex_wake(_Atomic uint32_t *f);
+
+/* A lease as read from a page with the seqlock. */
+struct shim_lease {
+        uint64_t gen, start, until;
+};
+/* Reads the lease of `p` (false if the seqlock never settled). */
+bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret);
+
+/* The driver functions the gate calls (resolved from libcuda.so.1). */
+struct shim_gate_cu {
+        __typeof__(&cuEventCreate) event_create;
+        __typeof__(&cuEventRecord) event_record;
+        __typeof__(&cuEventSynchronize) event_sync;
+        __typeof__(&cuEventElapsedTime) elapsed;
+        __typeof__(&cuEventDestroy) event_destroy;
+        __typeof__(&cuCtxGetCurrent) ctx_get;
+        __typeof__(&cuCtxPushCurrent) ctx_push;
+        __typeof__(&cuCtxPopCurrent) ctx_pop;
+        __typeof__(&cuStreamIsCapturing) is_capturing;
+        __typeof__(&cuEventQuery) event_query;
+};
+extern struct shim_gate_cu shim_gate_cu;
+
+/* ---- holds: what this process launched under one lease (shim_gate_hold.c) ---- */
+
+/* Starts measuring on (current context, stream) for the hold `key` if this
+ * is the first launch there in the hold: records a start event. Called
+ * from a launching thread with the hold lock held, right before the launch.
+ * True when a start event was recorded. */
+bool shim_hold_stream(uint64_t key, CUstream stream);
+/* The unit probe: arms it (records its first event on `stream`, right
+ * before a launch) when none is in flight and it is time; true when armed:
+ * the caller then calls shim_probe_after once the launch went in. Take the
+ * hold lock themselves. */
+bool shim_probe_arm(CUstream stream, uint64_t now);
+void shim_probe_after(CUstream stream);
+/* The probed launch's device time in ns once it completed (0 otherwise);
+ * never blocks. */
+uint64_t shim_probe_poll(void);
+/* Ends the open hold (key) as seen by this process: records end events on
+ * every stream it used and queues it for draining. Hold lock held. */
+void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches);
+/* Waits for one closed hold's work to drain (outside the lock) and returns
+ * true with its gen, source, busy ns and launches; false when none is
+ * queued. Takes the hold lock itself. */
+bool shim_hold_drain_one(uint64_t *gen, int *src, uint64_t *busy, uint64_t *launches);
+/* The application destroys `stream`: its end event is recorded now. */
+void shim_hold_stream_gone(CUstream stream);
+/* The application destroys context `ctx` (or, ctx NULL, the primary
+ * context of `dev`): its streams leave every hold and their events are
+ * destroyed (after a drain in progress finished). */
+void shim_hold_forget(CUcontext ctx, CUdevice dev);
+/* Forget everything (fork child). */
+void shim_hold_reset(void);
+extern pthread_mutex_t shim_hold_mu;
+
+/* ---- the local arbiter (shim_gate_local.c) ---- */
+
+/* Maps (creating race-free) <slice_dir>/compute.local. 0 or -errno. */
+int shim_local_attach(const struct gs_slice_conf *conf);
+/* The local lease page (valid after attach). */
+struct gs_arb_page *shim_local_page(void);
+/* One arbiter step under the slice's local lock: `want` marks the slice
+ * pending first. Writes the lease page and wakes waiters on a change.
+ * Fills *d. 0 or -errno. */
+int shim_local_tick(bool want, struct gs_arb_decision *d);
+/* This process launches in local hold `gen`: one more report is owed. */
+void shim_local_join(uint64_t gen);
+/* This process's report for local hold `gen`; the last one owed settles
+ * the hold in the arbiter. */
+void shim_local_report(uint64_t gen, uint64_t busy, bool pending);
+
+/* ---- the daemon link (shim_gate_daemon.c) ---- */
+
+/* Connects, HELLO/WELCOME, maps <slice_dir>/compute and checks it. 0 when
+ * the daemon can grant leases now, else -errno (nothing kept open). */
+int shim_daemon_connect(const struct gs_slice_conf *conf);
+/* The daemon's page, or NULL when not connected. */
+struct gs_arb_page *shim_daemon_page(void);
+/* The epoch WELCOME announced. */
+uint64_t shim_daemon_epoch(void);
+/* True while the link is usable: socket open, epoch unchanged, heartbeat
+ * younger than GS_ARB_STALE_NS. Reads frames already sent by the daemon
+ * (an ERROR or hang-up closes the link). */
+bool shim_daemon_healthy(uint64_t now);
+/* Sends a frame; false (and the link closed) on failure. */
+bool shim_daemon_send(enum gs_arb_msg_type type, uint64_t gen, uint64_t value, uint32_t flags);
+/* Closes the link (keeps nothing). */
+void shim_daemon_close(void);
+/* Fork child: drop the parent's connection without telling the daemon. */
+void shim_daemon_reset(void);
+
+#endif /* SHIM_GATE_H */

@@ -1,0 +1,224 @@
+/* Local enforcement: a one-slice arbiter (src/core/arbiter.c, policy cap
+ * at the slice's share) shared by every process of the slice through the
+ * file <slice_dir>/compute.local, so the slice's processes together get the
+ * share (not each of them). The file holds a robust process-shared mutex,
+ * the arbiter, the reports owed for the current hold, and a lease page of
+ * the same layout as the daemon's, which the gate reads the same way.
+ *
+ * Used when there is no daemon: the shim times the arbiter itself (the
+ * launching threads and each process's background thread call
+ * shim_local_tick). Private to the slice; never read by the daemon. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "shim.h"
+#include "shim_gate.h"
+
+#define LOCAL_MAGIC 0x314c434f4c534753ULL /* "SGSLOCL1" */
+#define LOCAL_VERSION 1u
+#define LOCAL_FILE "compute.local"
+
+struct local_state {
+        uint64_t magic; /* written last at creation */
+        uint32_t version, size;
+        pthread_mutex_t mu; /* robust, process-shared; guards everything below */
+        uint32_t milli, policy;
+        int32_t slot;
+        uint32_t owed;      /* reports still owed for owed_gen */
+        uint64_t owed_gen;
+        uint64_t owed_busy; /* busy ns reported so far for owed_gen */
+        uint32_t owed_pending, pad;
+        struct gs_arb_page lease; /* seq/gen/start/until/futex used */
+        struct gs_arbiter arb;
+};
+
+static struct local_state *ls;
+
+struct gs_arb_page *shim_local_page(void)
+{
+        return ls ? &ls->lease : NULL;
+}
+
+static int init_state(struct local_state *s, const struct gs_slice_conf *conf)
+{
+        memset(s, 0, sizeof(*s));
+        pthread_mutexattr_t a;
+        pthread_mutexattr_init(&a);
+        pthread_mutexattr_setpshared(&a, PTHREAD_PROCESS_SHARED);
+        pthread_mutexattr_setrobust(&a, PTHREAD_MUTEX_ROBUST);
+        int r = pthread_mutex_init(&s->mu, &a);
+        pthread_mutexattr_destroy(&a);
+        if (r)
+                return -r;
+        s->version = LOCAL_VERSION;
+        s->size = sizeof(*s);
+        s->milli = conf->compute_milli;
+        s->policy = GS_POLICY_CAP;
+        r = gs_arbiter_init(&s->arb, NULL);
+        if (r < 0)
+                return r;
+        s->slot = gs_arbiter_slice_join(&s->arb, conf->compute_milli, GS_POLICY_CAP, shim_gate_now());
+        if (s->slot < 0)
+                return s->slot;
+        s->lease.magic = GS_ARB_PAGE_MAGIC;
+        s->lease.version = GS_ARB_PROTO_VERSION;
+        s->lease.size = sizeof(s->lease);
+        snprintf(s->lease.slice, sizeof(s->lease.slice), "%s", conf->slice);
+        s->lease.milli = conf->compute_milli;
+        s->lease.policy = GS_POLICY_CAP;
+        s->lease.quantum_ns = s->arb.p.quantum_ns;
+        __atomic_store_n(&s->magic, LOCAL_MAGIC, __ATOMIC_RELEASE);
+        return 0;
+}
+
+int shim_local_attach(const struct gs_slice_conf *conf)
+{
+        if (ls)
+                return 0;
+        char path[GS_PATH_MAX + 32];
+        int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, LOCAL_FILE);
+        if (n < 0 || (size_t)n >= sizeof(path))
+                return -ENAMETOOLONG;
+        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        if (fd < 0)
+                return -errno;
+        int r = 0;
+        void *map = MAP_FAILED;
+        if (flock(fd, LOCK_EX) < 0) {
+                r = -errno;
+                goto out;
+        }
+        struct stat sb;
+        if (fstat(fd, &sb) < 0) {
+                r = -errno;
+                goto out;
+        }
+        bool fresh = sb.st_size == 0;
+        if (fresh && ftruncate(fd, (off_t)sizeof(struct local_state)) < 0) {
+                r = -errno;
+                goto out;
+        }
+        if (!fresh && (uint64_t)sb.st_size != sizeof(struct local_state)) {
+                r = -EPROTO;
+                goto out;
+        }
+        map = mmap(NULL, sizeof(struct local_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (map == MAP_FAILED) {
+                r = -errno;
+                goto out;
+        }
+        struct local_state *s = map;
+        if (fresh) {
+                r = init_state(s, conf);
+        } else if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != LOCAL_MAGIC ||
+                   s->version != LOCAL_VERSION || s->size != sizeof(*s)) {
+                r = -EPROTO;
+        } else if (s->milli != conf->compute_milli) {
+                shim_log("compute: %s was made for %u milli, this process's config says %u: using %u",
+                         path, s->milli, conf->compute_milli, s->milli);
+        }
+        if (r == 0) {
+                ls = s;
+                map = MAP_FAILED;
+        }
+out:
+        if (map != MAP_FAILED)
+                munmap(map, sizeof(struct local_state));
+        flock(fd, LOCK_UN);
+        close(fd);
+        if (r < 0)
+                shim_log("compute: cannot use %s: %s", path, strerror(-r));
+        return r;
+}
+
+static int local_lock(void)
+{
+        int r = pthread_mutex_lock(&ls->mu);
+        if (r == EOWNERDEAD) {
+                /* A process died inside the lock: every change under it is a
+                 * few stores; the arbiter stays usable. */
+                pthread_mutex_consistent(&ls->mu);
+                return 0;
+        }
+        return -r;
+}
+
+/* Publishes a lease (seqlock), then wakes waiters. Lock held. */
+static void publish(uint64_t gen, uint64_t start, uint64_t until)
+{
+        struct gs_arb_page *p = &ls->lease;
+        if (atomic_load_explicit(&p->gen, memory_order_relaxed) == gen &&
+            atomic_load_explicit(&p->until_ns, memory_order_relaxed) == until)
+                return;
+        uint64_t seq = atomic_load_explicit(&p->seq, memory_order_relaxed);
+        atomic_store_explicit(&p->seq, seq + 1, memory_order_relaxed);
+        atomic_thread_fence(memory_order_release);
+        atomic_store_explicit(&p->gen, gen, memory_order_relaxed);
+        atomic_store_explicit(&p->start_ns, start, memory_order_relaxed);
+        atomic_store_explicit(&p->until_ns, until, memory_order_relaxed);
+        atomic_store_explicit(&p->seq, seq + 2, memory_order_release);
+        atomic_fetch_add_explicit(&p->futex, 1, memory_order_release);
+        shim_gate_futex_wake(&p->futex);
+}
+
+int shim_local_tick(bool want, struct gs_arb_decision *d)
+{
+        if (!ls)
+                return -ENODEV;
+        int r = local_lock();
+        if (r < 0)
+                return r;
+        uint64_t now = shim_gate_now();
+        if (want)
+                gs_arbiter_want(&ls->arb, ls->slot, now);
+        gs_arbiter_next(&ls->arb, now, d);
+        if (d->state == GS_ARB_GRANTED)
+                publish(d->gen, d->grant_start, d->grant_until);
+        pthread_mutex_unlock(&ls->mu);
+        return 0;
+}
+
+void shim_local_join(uint64_t gen)
+{
+        if (!ls || local_lock() < 0)
+                return;
+        if (ls->owed_gen != gen) {
+                ls->owed_gen = gen;
+                ls->owed = 0;
+                ls->owed_busy = 0;
+                ls->owed_pending = 0;
+        }
+        ls->owed++;
+        pthread_mutex_unlock(&ls->mu);
+}
+
+void shim_local_report(uint64_t gen, uint64_t busy, bool pending)
+{
+        if (!ls || local_lock() < 0)
+                return;
+        bool settle = false;
+        if (ls->owed_gen == gen && ls->owed > 0) {
+                ls->owed_busy += busy;
+                ls->owed_pending |= pending;
+                settle = --ls->owed == 0;
+        }
+        if (settle) {
+                uint64_t now = shim_gate_now();
+                gs_arbiter_done(&ls->arb, ls->slot, gen, ls->owed_busy, ls->owed_pending != 0, now);
+                struct gs_arb_decision d;
+                gs_arbiter_next(&ls->arb, now, &d);
+                if (d.state == GS_ARB_GRANTED)
+                        publish(d.gen, d.grant_start, d.grant_until);
+                /* Waiters re-decide even when nothing was granted (cap credit). */
+                atomic_fetch_add_explicit(&ls->lease.futex, 1, memory_order_release);
+                shim_gate_futex_wake(&ls->lease.futex);
+        }
+        pthread_mutex_unlock(&ls->mu);
+}
