@@ -14,12 +14,18 @@
 
 #include "shim_proto.h"
 
+/* cuGraphAddNode of CUDA 12.2 (no edge data), which CUDA 13's cuda.h no
+ * longer declares (shim_proto.h style: a declaration only). */
+CUresult shim_proto_cuGraphAddNode_v1(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                      const CUgraphNode *dependencies, size_t numDependencies,
+                                      CUgraphNodeParams *nodeParams);
+
 #define SHIM_EXPORT __attribute__((visibility("default")))
 #define SHIM_GRANULE (2ull << 20) /* the driver's 2 MiB allocation granularity */
 
 /* ---- the hook list (hooks.def) ---- */
 enum shim_hook {
-#define CU(s, p) SHIM_H_##s,
+#define CU(s, p, v) SHIM_H_##s,
 #define NVML(s, p) SHIM_H_##s,
 #include "hooks.def"
 #undef CU
@@ -29,12 +35,12 @@ enum shim_hook {
 
 /* shim_t_<sym>: the function type of each hook, checked against cuda.h /
  * nvml.h; shim_w_<sym>: the exported wrapper, whose symbol name is <sym>. */
-#define CU(s, p) typedef __typeof__(p) shim_t_##s;
+#define CU(s, p, v) typedef __typeof__(p) shim_t_##s;
 #define NVML(s, p) typedef __typeof__(p) shim_t_##s;
 #include "hooks.def"
 #undef CU
 #undef NVML
-#define CU(s, p) SHIM_EXPORT extern shim_t_##s shim_w_##s __asm__(#s);
+#define CU(s, p, v) SHIM_EXPORT extern shim_t_##s shim_w_##s __asm__(#s);
 #define NVML(s, p) SHIM_EXPORT extern shim_t_##s shim_w_##s __asm__(#s);
 #include "hooks.def"
 #undef CU
@@ -110,9 +116,15 @@ typedef void *shim_dlsym_fn(void *, const char *);
 void shim_dlsym_resolve(void);
 
 /* ---- cuGetProcAddress mapping (shim_hooks.c) ---- */
-/* Maps a real driver pointer to its wrapper; returns p unchanged when it is
- * not a hooked function. */
-void *shim_map_real(void *p, const char *symbol);
+/* Maps the driver's answer `p` to cuGetProcAddress(symbol, cudaVersion,
+ * flags) to the wrapper of the variant it is: by pointer when p is a
+ * function the shim resolved, else by the variant the CUDA headers select
+ * for (symbol, cudaVersion, per-thread flag) (hook_since in shim_hooks.c).
+ * A hooked base name never comes back unhooked: when the variant cannot be
+ * told, *ret_refuse is set (the caller answers CUDA_ERROR_NOT_FOUND) and
+ * NULL is returned. Unhooked names return p unchanged. */
+void *shim_map_real(void *p, const char *symbol, int cuda_version, cuuint64_t flags,
+                    bool *ret_refuse);
 
 /* ---- the slice's books (shim_books.c) ---- */
 /* Attaches to <slice_dir>/memory, creating it race-free when absent, and
@@ -127,6 +139,9 @@ void shim_books_force(uint64_t bytes);
 void shim_books_release(uint64_t bytes);
 /* Bytes charged to the whole slice. */
 uint64_t shim_books_used(void);
+/* The cap in force: the lower of conf_limit and the limit recorded in the
+ * shared file by the slice's first process (conf_limit before attach). */
+uint64_t shim_books_limit(uint64_t conf_limit);
 /* Child side of fork: the child has no slot yet (taken lazily). */
 void shim_books_atfork_child(void);
 

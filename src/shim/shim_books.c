@@ -18,7 +18,12 @@
 
 static struct gs_slice_state *st;
 static uint64_t my_owner;   /* identity of this process */
-static int my_slot = -1;    /* -1: none yet (after fork: taken lazily) */
+/* -1: none yet (after fork: taken lazily). Set and cleared only under the
+ * state lock; readers that act on the slot re-read it under that lock. */
+static int my_slot = -1;
+/* Set by books_exit: the process is exiting and has given its slot back;
+ * no new slot is taken and every later reservation is refused. */
+static bool books_closed;
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* claiming only */
 
 /* Start time (field 22 of /proc/<pid>/stat) and state of a process; 0 when
@@ -99,7 +104,7 @@ static uint64_t reclaim_dead(void)
         uint64_t total = 0;
         for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++) {
                 uint64_t o = __atomic_load_n(&st->slots[i].owner, __ATOMIC_ACQUIRE);
-                if (!o || (int)i == my_slot)
+                if (!o || (int)i == __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE))
                         continue;
                 if (o != my_owner && owner_alive(o))
                         continue;
@@ -124,8 +129,12 @@ static int claim_slot(void)
 {
         pthread_mutex_lock(&slot_mu);
         int r = 0;
-        if (my_slot >= 0)
+        if (__atomic_load_n(&my_slot, __ATOMIC_ACQUIRE) >= 0)
                 goto out;
+        if (__atomic_load_n(&books_closed, __ATOMIC_ACQUIRE)) {
+                r = -ESHUTDOWN;
+                goto out;
+        }
         uint64_t start = proc_start_time((int)getpid(), NULL);
         my_owner = GS_SLOT_OWNER(getpid(), start & ((1ull << 40) - 1));
         for (int attempt = 0; attempt < 2; attempt++) {
@@ -134,17 +143,22 @@ static int claim_slot(void)
                 r = state_lock();
                 if (r < 0)
                         goto out;
+                if (__atomic_load_n(&books_closed, __ATOMIC_ACQUIRE)) {
+                        state_unlock();
+                        r = -ESHUTDOWN;
+                        goto out;
+                }
                 for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++) {
                         if (st->slots[i].owner == 0) {
                                 st->slots[i].charged = 0;
                                 st->slots[i].peak = 0;
                                 __atomic_store_n(&st->slots[i].owner, my_owner, __ATOMIC_RELEASE);
-                                my_slot = (int)i;
+                                __atomic_store_n(&my_slot, (int)i, __ATOMIC_RELEASE);
                                 break;
                         }
                 }
                 state_unlock();
-                if (my_slot >= 0)
+                if (__atomic_load_n(&my_slot, __ATOMIC_ACQUIRE) >= 0)
                         goto out;
         }
         r = -ENOSPC;
@@ -215,6 +229,14 @@ int shim_books_attach(const struct gs_slice_conf *conf)
                 goto out;
         }
         struct gs_slice_state *s = map;
+        if (!fresh && __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 0) {
+                /* Right size, no magic: its creator died between sizing it
+                 * and storing the magic (which it does last, under this
+                 * flock). Nobody can have attached to it: start it afresh. */
+                shim_log("books: %s was left half-created (no magic): initialising it", path);
+                memset(s, 0, sizeof(*s));
+                fresh = true;
+        }
         if (fresh) {
                 r = init_state(s, conf);
                 if (r < 0)
@@ -228,8 +250,11 @@ int shim_books_attach(const struct gs_slice_conf *conf)
                 goto out;
         }
         if (s->limit != conf->memory_limit)
-                shim_log("books: %s was created with limit %llu, this process enforces %llu", path,
-                         (unsigned long long)s->limit, (unsigned long long)conf->memory_limit);
+                shim_log("books: %s was created with limit %llu, this process's config says %llu: "
+                         "enforcing the lower, %llu",
+                         path, (unsigned long long)s->limit, (unsigned long long)conf->memory_limit,
+                         (unsigned long long)(s->limit < conf->memory_limit ? s->limit
+                                                                           : conf->memory_limit));
         st = s;
         map = MAP_FAILED;
 out:
@@ -251,12 +276,32 @@ out:
         return 0;
 }
 
+uint64_t shim_books_limit(uint64_t conf_limit)
+{
+        if (!st)
+                return conf_limit;
+        uint64_t rec = __atomic_load_n(&st->limit, __ATOMIC_RELAXED);
+        return rec && rec < conf_limit ? rec : conf_limit;
+}
+
 static int reserve_once(uint64_t bytes, bool force)
 {
         if (state_lock() < 0)
                 return -EIO;
-        struct gs_slice_slot *s = &st->slots[my_slot];
+        /* The slot is re-read under the lock: books_exit clears it under
+         * the same lock, and a slot that is no longer ours takes nothing. */
+        int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
+        if (slot < 0 || (unsigned)slot >= GS_SLICE_STATE_SLOTS || st->slots[slot].owner != my_owner) {
+                state_unlock();
+                return -ESHUTDOWN;
+        }
+        struct gs_slice_slot *s = &st->slots[slot];
+        /* The lower of this process's config and the limit recorded in the
+         * shared file by the slice's first process: a process with a bigger
+         * config cannot raise the slice's cap. */
         uint64_t limit = shim_conf.memory_limit;
+        if (st->limit && st->limit < limit)
+                limit = st->limit;
         int r = 0;
         if (force || (st->used <= limit && bytes <= limit - st->used)) {
                 st->used += bytes;
@@ -274,9 +319,14 @@ static int reserve_once(uint64_t bytes, bool force)
 
 int shim_books_reserve(uint64_t bytes)
 {
-        if (my_slot < 0 && claim_slot() < 0)
+        if (__atomic_load_n(&my_slot, __ATOMIC_ACQUIRE) < 0 && claim_slot() < 0)
                 return -ENOMEM;
         int r = reserve_once(bytes, false);
+        if (r == -ESHUTDOWN) {
+                shim_log("books: refusing %llu bytes: this process has left the slice's books "
+                         "(exiting)", (unsigned long long)bytes);
+                return -ENOMEM;
+        }
         if (r == -ENOMEM && reclaim_dead() > 0)
                 r = reserve_once(bytes, false);
         if (r == -ENOMEM)
@@ -286,21 +336,24 @@ int shim_books_reserve(uint64_t bytes)
 
 void shim_books_force(uint64_t bytes)
 {
-        if (my_slot < 0 && claim_slot() < 0)
+        if (__atomic_load_n(&my_slot, __ATOMIC_ACQUIRE) < 0 && claim_slot() < 0)
                 return;
         reserve_once(bytes, true);
 }
 
 void shim_books_release(uint64_t bytes)
 {
-        if (my_slot < 0 || !bytes)
+        if (!st || !bytes || __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE) < 0)
                 return;
         if (state_lock() < 0)
                 return;
-        struct gs_slice_slot *s = &st->slots[my_slot];
-        uint64_t b = bytes <= s->charged ? bytes : s->charged;
-        s->charged -= b;
-        st->used = st->used >= b ? st->used - b : 0;
+        int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
+        if (slot >= 0 && (unsigned)slot < GS_SLICE_STATE_SLOTS && st->slots[slot].owner == my_owner) {
+                struct gs_slice_slot *s = &st->slots[slot];
+                uint64_t b = bytes <= s->charged ? bytes : s->charged;
+                s->charged -= b;
+                st->used = st->used >= b ? st->used - b : 0;
+        }
         state_unlock();
 }
 
@@ -314,23 +367,30 @@ void shim_books_atfork_child(void)
         pthread_mutex_init(&slot_mu, NULL);
         my_slot = -1;
         my_owner = 0;
+        books_closed = false;
 }
 
 /* A process that exits normally gives its slot back at once; a killed one
  * is reclaimed by the next process that needs the room. */
 __attribute__((destructor)) static void books_exit(void)
 {
-        if (!st || my_slot < 0)
+        if (!st)
                 return;
         int saved = errno;
+        /* No slot is taken after this point (claim_slot checks the flag
+         * under the state lock too). */
+        __atomic_store_n(&books_closed, true, __ATOMIC_RELEASE);
         if (state_lock() == 0) {
-                struct gs_slice_slot *s = &st->slots[my_slot];
-                if (s->owner == my_owner) {
-                        st->used = st->used >= s->charged ? st->used - s->charged : 0;
-                        s->charged = 0;
-                        __atomic_store_n(&s->owner, 0, __ATOMIC_RELEASE);
+                int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
+                if (slot >= 0 && (unsigned)slot < GS_SLICE_STATE_SLOTS) {
+                        struct gs_slice_slot *s = &st->slots[slot];
+                        if (s->owner == my_owner) {
+                                st->used = st->used >= s->charged ? st->used - s->charged : 0;
+                                s->charged = 0;
+                                __atomic_store_n(&s->owner, 0, __ATOMIC_RELEASE);
+                        }
                 }
-                my_slot = -1;
+                __atomic_store_n(&my_slot, -1, __ATOMIC_RELEASE);
                 state_unlock();
         }
         errno = saved;

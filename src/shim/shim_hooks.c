@@ -3,9 +3,12 @@
  * handling, and the cuGetProcAddress route. */
 #include <dlfcn.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "shim.h"
 #include "shim_gate.h"
@@ -17,7 +20,7 @@ struct gs_slice_conf shim_conf;
 __thread int shim_depth __attribute__((tls_model("initial-exec")));
 
 void *const shim_wrapper[SHIM_H_COUNT] = {
-#define CU(s, p) [SHIM_H_##s] = (void *)&shim_w_##s,
+#define CU(s, p, v) [SHIM_H_##s] = (void *)&shim_w_##s,
 #define NVML(s, p) [SHIM_H_##s] = (void *)&shim_w_##s,
 #include "hooks.def"
 #undef CU
@@ -25,15 +28,24 @@ void *const shim_wrapper[SHIM_H_COUNT] = {
 };
 
 const char *const shim_hook_name[SHIM_H_COUNT] = {
-#define CU(s, p) [SHIM_H_##s] = #s,
+#define CU(s, p, v) [SHIM_H_##s] = #s,
 #define NVML(s, p) [SHIM_H_##s] = #s,
 #include "hooks.def"
 #undef CU
 #undef NVML
 };
 
+/* hooks.def's `since`: the CUDA version that introduced each variant. */
+static const int hook_since[SHIM_H_COUNT] = {
+#define CU(s, p, v) [SHIM_H_##s] = v,
+#define NVML(s, p) [SHIM_H_##s] = 0,
+#include "hooks.def"
+#undef CU
+#undef NVML
+};
+
 static const bool hook_is_nvml[SHIM_H_COUNT] = {
-#define CU(s, p) [SHIM_H_##s] = false,
+#define CU(s, p, v) [SHIM_H_##s] = false,
 #define NVML(s, p) [SHIM_H_##s] = true,
 #include "hooks.def"
 #undef CU
@@ -60,21 +72,137 @@ static void *lib_open(const char *name)
         return h;
 }
 
-static void init_slice(void)
+/* The slice config's default path. In containers the device plugin mounts
+ * the slice's config there read-only; when it exists it is authoritative and
+ * GPUSLICE_CONFIG is ignored. Changed only when building the shim
+ * (-DSHIM_CONF_DEFAULT_PATH=\"...\"). */
+#ifndef SHIM_CONF_DEFAULT_PATH
+#define SHIM_CONF_DEFAULT_PATH GS_SLICE_CONF_DEFAULT_PATH
+#endif
+
+/* Opens a slice config: a regular file that neither its group nor others may
+ * write (anyone who can write it could raise the slice's limits). Returns
+ * the fd, -ENOENT (or -ENOTDIR) when absent, or another -errno with *err
+ * set. */
+static int conf_open(const char *path, struct gs_error **err)
+{
+        /* O_NONBLOCK: a FIFO named here must not hang the host in open(). */
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+        if (fd < 0) {
+                int r = -errno;
+                if (r == -ENOENT || r == -ENOTDIR)
+                        return r;
+                return gs_error_set(err, r, "slice config %s: cannot open: %s", path, strerror(-r));
+        }
+        struct stat sb;
+        int r = 0;
+        if (fstat(fd, &sb) < 0)
+                r = gs_error_set(err, -errno, "slice config %s: cannot stat: %s", path,
+                                 strerror(errno));
+        else if (!S_ISREG(sb.st_mode))
+                r = gs_error_set(err, -EINVAL, "slice config %s: not a regular file", path);
+        else if (sb.st_mode & (S_IWGRP | S_IWOTH))
+                r = gs_error_set(err, -EPERM,
+                                 "slice config %s: mode %04o is group- or world-writable "
+                                 "(anyone who can write it could raise the slice's limits; "
+                                 "make it 0644 or stricter)",
+                                 path, (unsigned)(sb.st_mode & 07777));
+        if (r < 0) {
+                close(fd);
+                return r;
+        }
+        return fd;
+}
+
+/* Reads and parses the config open on fd (closed here). 0 or -errno. */
+static int conf_read(int fd, const char *path, struct gs_slice_conf *ret, struct gs_error **err)
+{
+        enum { CAP = GS_SLICE_CONF_MAX_BYTES + 1 };
+        char *buf = malloc(CAP);
+        int r = 0;
+        size_t n = 0;
+        if (!buf) {
+                r = gs_error_set(err, -ENOMEM, "slice config %s: out of memory", path);
+                goto out;
+        }
+        for (;;) {
+                ssize_t got = read(fd, buf + n, CAP - n);
+                if (got < 0 && errno == EINTR)
+                        continue;
+                if (got < 0) {
+                        r = gs_error_set(err, -errno, "slice config %s: read failed: %s", path,
+                                         strerror(errno));
+                        goto out;
+                }
+                if (got == 0)
+                        break;
+                n += (size_t)got;
+                if (n == CAP) {
+                        r = gs_error_set(err, -E2BIG, "slice config %s: more than %d bytes", path,
+                                         GS_SLICE_CONF_MAX_BYTES);
+                        goto out;
+                }
+        }
+        r = gs_slice_conf_parse(buf, n, ret, err);
+        if (r < 0)
+                gs_error_wrap(err, "%s", path);
+out:
+        free(buf);
+        close(fd);
+        return r;
+}
+
+/* Picks and opens the slice's config: the default path when it exists (it
+ * wins over GPUSLICE_CONFIG), else GPUSLICE_CONFIG. Only when the default
+ * path does not exist, GPUSLICE_TEST_DEFAULT_CONFIG stands in for it (tests
+ * cannot create root-owned files; a process without the default file is not
+ * held by any file it cannot write, so this raises nothing). Returns the fd,
+ * -ENOENT when there is no config at all, or another -errno with *err set;
+ * *ret_path is the path chosen. */
+static int conf_choose(const char **ret_path, struct gs_error **err)
 {
         const char *env = secure_getenv("GPUSLICE_CONFIG");
-        const char *path = env && env[0] ? env : GS_SLICE_CONF_DEFAULT_PATH;
+        if (env && !env[0])
+                env = NULL;
+        const char *def = SHIM_CONF_DEFAULT_PATH;
+        *ret_path = def;
+        int fd = conf_open(def, err);
+        if (fd == -ENOENT || fd == -ENOTDIR) {
+                const char *t = secure_getenv("GPUSLICE_TEST_DEFAULT_CONFIG");
+                if (t && t[0]) {
+                        def = t;
+                        *ret_path = def;
+                        fd = conf_open(def, err);
+                }
+        }
+        if (fd != -ENOENT && fd != -ENOTDIR) {
+                /* The default exists (usable or not): it is authoritative. */
+                if (env && strcmp(env, def) != 0)
+                        shim_log("GPUSLICE_CONFIG=%s ignored: %s exists and is authoritative", env,
+                                 def);
+                return fd;
+        }
+        if (!env)
+                return -ENOENT;
+        *ret_path = env;
+        fd = conf_open(env, err);
+        if (fd == -ENOENT || fd == -ENOTDIR)
+                return gs_error_set(err, -ENOENT, "slice config %s (GPUSLICE_CONFIG) does not exist",
+                                    env);
+        return fd;
+}
+
+static void init_slice(void)
+{
+        const char *path = NULL;
         struct gs_error *err = NULL;
-        int r = gs_slice_conf_load(path, &shim_conf, &err);
-        if (r == -ENOENT && !(env && env[0])) {
+        int r = conf_choose(&path, &err);
+        if (r == -ENOENT && !err) {
                 mode = SHIM_MODE_PASS;
                 return;
         }
-        if (r == -ENOENT) {
-                shim_log("slice config %s (GPUSLICE_CONFIG) does not exist: failing closed", path);
-                mode = SHIM_MODE_FAILED;
-                return;
-        }
+        if (r >= 0)
+                r = conf_read(r, path, &shim_conf, &err);
         if (r < 0) {
                 shim_log("%s: failing closed (every CUDA call returns CUDA_ERROR_NOT_INITIALIZED)",
                          gs_error_msg(err));
@@ -89,8 +217,11 @@ static void init_slice(void)
                 mode = SHIM_MODE_FAILED;
                 return;
         }
-        shim_log("slice %s: gpu %s, memory_limit %llu, context_overhead %llu", shim_conf.slice,
-                 shim_conf.gpu_uuid, (unsigned long long)shim_conf.memory_limit,
+        /* The slice's recorded limit bounds this process's config (reports
+         * and admission alike). */
+        shim_conf.memory_limit = shim_books_limit(shim_conf.memory_limit);
+        shim_log("slice %s (%s): gpu %s, memory_limit %llu, context_overhead %llu", shim_conf.slice,
+                 path, shim_conf.gpu_uuid, (unsigned long long)shim_conf.memory_limit,
                  (unsigned long long)shim_conf.context_overhead);
         shim_gate_setup(&shim_conf);
         mode = SHIM_MODE_SLICE;
@@ -177,8 +308,43 @@ static bool same_base(const char *h, const char *base)
         return false;
 }
 
-void *shim_map_real(void *p, const char *symbol)
+static bool is_per_thread(const char *h)
 {
+        size_t n = strlen(h);
+        return n > 5 && (!strcmp(h + n - 5, "_ptsz") || !strcmp(h + n - 5, "_ptds"));
+}
+
+/* The hooked variant of base name `symbol` that cuGetProcAddress selects
+ * for (cuda_version, per_thread): the highest `since` <= cuda_version among
+ * the per-thread variants when asked for them and there is one, else among
+ * the legacy-stream ones. -1 when no hooked variant qualifies; *ret_any
+ * tells whether the base name is hooked at all. */
+static int select_variant(const char *symbol, int cuda_version, bool per_thread, bool *ret_any)
+{
+        *ret_any = false;
+        for (int pass = per_thread ? 0 : 1; pass < 2; pass++) {
+                int best = -1;
+                for (int i = 0; i < SHIM_H_COUNT; i++) {
+                        if (hook_is_nvml[i] || !same_base(shim_hook_name[i], symbol))
+                                continue;
+                        *ret_any = true;
+                        if (is_per_thread(shim_hook_name[i]) != (pass == 0))
+                                continue;
+                        if (hook_since[i] > cuda_version)
+                                continue;
+                        if (best < 0 || hook_since[i] > hook_since[best])
+                                best = i;
+                }
+                if (best >= 0)
+                        return best;
+        }
+        return -1;
+}
+
+void *shim_map_real(void *p, const char *symbol, int cuda_version, cuuint64_t flags,
+                    bool *ret_refuse)
+{
+        *ret_refuse = false;
         if (!p)
                 return p;
         for (int i = 0; i < SHIM_H_COUNT; i++)
@@ -186,24 +352,36 @@ void *shim_map_real(void *p, const char *symbol)
                         return shim_wrapper[i];
         if (!symbol)
                 return p;
-        /* Not a pointer we resolved: if the name is hooked in exactly one
-         * variant, that is the one; otherwise we cannot tell the ABI. */
-        int match = -1, count = 0;
-        for (int i = 0; i < SHIM_H_COUNT; i++) {
-                if (!hook_is_nvml[i] && same_base(shim_hook_name[i], symbol)) {
-                        match = i;
-                        count++;
-                }
+        /* Not a pointer we resolved (a driver whose cuGetProcAddress hands
+         * out internal aliases). A hooked base name must not escape the
+         * hooks: take the variant the headers select for this request and
+         * hand out its wrapper. The wrapper calls the variant's exported
+         * symbol as resolved by the shim (the same function by the API's
+         * contract); when the driver exports no such symbol, the driver's
+         * pointer is adopted as that variant's real function. */
+        bool any = false;
+        bool pt = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0;
+        int i = select_variant(symbol, cuda_version, pt, &any);
+        if (!any)
+                return p;
+        if (i < 0) {
+                shim_log("cuGetProcAddress(%s, %d, %#llx): the driver answered with a variant the "
+                         "shim does not hook: refused (CUDA_ERROR_NOT_FOUND)",
+                         symbol, cuda_version, (unsigned long long)flags);
+                *ret_refuse = true;
+                return NULL;
         }
-        if (count == 1 && shim_real[match]) {
-                shim_log("cuGetProcAddress(%s): unknown driver pointer, mapped by name to %s", symbol,
-                         shim_hook_name[match]);
-                return shim_wrapper[match];
-        }
-        if (count > 1)
-                shim_log("cuGetProcAddress(%s): driver returned a pointer the shim did not resolve; "
-                         "passed through UNHOOKED", symbol);
-        return p;
+        void *expect = NULL;
+        if (__atomic_compare_exchange_n(&shim_real[i], &expect, p, false, __ATOMIC_ACQ_REL,
+                                        __ATOMIC_ACQUIRE))
+                shim_log("cuGetProcAddress(%s, %d): %s is not exported by the driver; its wrapper "
+                         "calls the driver's pointer",
+                         symbol, cuda_version, shim_hook_name[i]);
+        else
+                shim_log("cuGetProcAddress(%s, %d, %#llx): driver pointer the shim did not resolve; "
+                         "handing out the wrapper of %s",
+                         symbol, cuda_version, (unsigned long long)flags, shim_hook_name[i]);
+        return shim_wrapper[i];
 }
 
 CUresult shim_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
@@ -217,8 +395,14 @@ CUresult shim_w_cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVers
         CUresult r = REAL(cuGetProcAddress_v2)(symbol, pfn, cudaVersion, flags, symbolStatus);
         if (m == SHIM_MODE_PASS)
                 return r;
+        bool refuse = false;
         if (r == CUDA_SUCCESS && pfn)
-                *pfn = shim_map_real(*pfn, symbol);
+                *pfn = shim_map_real(*pfn, symbol, cudaVersion, flags, &refuse);
+        if (refuse) {
+                if (symbolStatus)
+                        *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+                return CUDA_ERROR_NOT_FOUND;
+        }
         return r;
 }
 
@@ -232,9 +416,10 @@ CUresult shim_w_cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion
         CUresult r = REAL(cuGetProcAddress)(symbol, pfn, cudaVersion, flags);
         if (m == SHIM_MODE_PASS)
                 return r;
+        bool refuse = false;
         if (r == CUDA_SUCCESS && pfn)
-                *pfn = shim_map_real(*pfn, symbol);
-        return r;
+                *pfn = shim_map_real(*pfn, symbol, cudaVersion, flags, &refuse);
+        return refuse ? CUDA_ERROR_NOT_FOUND : r;
 }
 
 CUresult shim_w_cuInit(unsigned int flags)

@@ -1,11 +1,15 @@
 /* The shim's only output: lines appended to the file named by GPUSLICE_LOG.
- * Never stdout or stderr; the fd is O_CLOEXEC; errno is preserved. */
+ * Never stdout or stderr; the fd is O_CLOEXEC; errno is preserved. Only a
+ * regular file is used: the open never blocks (O_NONBLOCK, so a FIFO without
+ * a reader cannot hang the host process), never follows a final symlink,
+ * and anything that is not a regular file is closed again and ignored. */
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,7 +23,17 @@ static void log_open_once(void)
         const char *path = secure_getenv("GPUSLICE_LOG");
         if (!path || !path[0])
                 return;
-        log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY, 0640);
+        int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOCTTY | O_NONBLOCK |
+                                    O_NOFOLLOW,
+                      0640);
+        if (fd < 0)
+                return;
+        struct stat sb;
+        if (fstat(fd, &sb) < 0 || !S_ISREG(sb.st_mode)) {
+                close(fd);
+                return;
+        }
+        log_fd = fd;
 }
 
 void shim_log_open(void)

@@ -459,3 +459,77 @@ CUresult shim_w_cuArray3DCreate(CUarray *pHandle, const void *desc)
         SHIM_ENTER(cuArray3DCreate, REAL(cuArray3DCreate)(pHandle, desc));
         return legacy_refused("cuArray3DCreate");
 }
+
+/* ---- graph memory nodes: refused inside a slice ---- */
+
+/* A memory-allocation node allocates when its graph is launched, outside
+ * every hooked allocation path, and the graph keeps it (and may reuse it
+ * across launches) as the driver sees fit: the shim cannot charge it, so
+ * inside a slice such nodes are refused rather than let past the cap. */
+static CUresult graph_alloc_refused(const char *name)
+{
+        shim_log("%s: graph memory-allocation nodes are not supported inside a slice "
+                 "(CUDA_ERROR_NOT_SUPPORTED): their memory could not be charged",
+                 name);
+        return CUDA_ERROR_NOT_SUPPORTED;
+}
+
+CUresult shim_w_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                       const CUgraphNode *dependencies, size_t numDependencies,
+                                       CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
+{
+        enum shim_mode m = shim_init();
+        if (m == SHIM_MODE_PASS || shim_depth > 0) {
+                if (!REAL(cuGraphAddMemAllocNode))
+                        return CUDA_ERROR_NOT_FOUND;
+                return REAL(cuGraphAddMemAllocNode)(phGraphNode, hGraph, dependencies,
+                                                    numDependencies, nodeParams);
+        }
+        if (m == SHIM_MODE_FAILED)
+                return SHIM_FAIL_CLOSED_CU;
+        return graph_alloc_refused("cuGraphAddMemAllocNode");
+}
+
+/* Slice mode (not called by the driver itself): a memory-allocation node
+ * is refused whether or not the driver has the entry point. */
+static bool graph_refuses(CUgraphNodeParams *nodeParams, CUresult *ret)
+{
+        enum shim_mode m = shim_init();
+        if (m == SHIM_MODE_PASS || shim_depth > 0)
+                return false;
+        if (m == SHIM_MODE_FAILED) {
+                *ret = SHIM_FAIL_CLOSED_CU;
+                return true;
+        }
+        if (nodeParams && nodeParams->type == CU_GRAPH_NODE_TYPE_MEM_ALLOC) {
+                *ret = graph_alloc_refused("cuGraphAddNode");
+                return true;
+        }
+        return false;
+}
+
+CUresult shim_w_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
+                               const CUgraphNode *dependencies, size_t numDependencies,
+                               CUgraphNodeParams *nodeParams)
+{
+        CUresult r;
+        if (graph_refuses(nodeParams, &r))
+                return r;
+        if (!REAL(cuGraphAddNode))
+                return CUDA_ERROR_NOT_FOUND;
+        return REAL(cuGraphAddNode)(phGraphNode, hGraph, dependencies, numDependencies, nodeParams);
+}
+
+CUresult shim_w_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
+                                  const CUgraphNode *dependencies,
+                                  const CUgraphEdgeData *dependencyData, size_t numDependencies,
+                                  CUgraphNodeParams *nodeParams)
+{
+        CUresult r;
+        if (graph_refuses(nodeParams, &r))
+                return r;
+        if (!REAL(cuGraphAddNode_v2))
+                return CUDA_ERROR_NOT_FOUND;
+        return REAL(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies, dependencyData,
+                                       numDependencies, nodeParams);
+}

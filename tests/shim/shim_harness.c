@@ -16,12 +16,14 @@
 
 static char dir[256];
 
-static void write_file(const char *path, const char *text)
+static void write_file(const char *path, const char *text, unsigned mode)
 {
         FILE *f = fopen(path, "we");
         EXPECT(f, "cannot write %s: %s", path, strerror(errno));
         fputs(text, f);
         fclose(f);
+        /* whatever the umask: the shim refuses group/world-writable configs */
+        EXPECT(chmod(path, mode ? mode : 0644) == 0, "chmod %s: %s", path, strerror(errno));
 }
 
 /* Replaces every `key` in `in` by `val` into out. */
@@ -50,6 +52,9 @@ static int rm_one(const char *p, const struct stat *sb, int flag, struct FTW *ft
 
 static void dump(const char *path)
 {
+        struct stat sb;
+        if (stat(path, &sb) < 0 || !S_ISREG(sb.st_mode))
+                return; /* a FIFO would block */
         FILE *f = fopen(path, "re");
         if (!f)
                 return;
@@ -65,12 +70,13 @@ int st_run(int argc, char **argv, const struct st_setup *s)
         EXPECT(argc >= 2, "usage: %s SCENARIO", argv[0]);
         snprintf(dir, sizeof(dir), "/tmp/gs-shimtest-XXXXXX");
         EXPECT(mkdtemp(dir), "mkdtemp: %s", strerror(errno));
-        char simdir[300], slicedir[300], conf[300], logp[300], outp[300], num[32];
+        char simdir[300], slicedir[300], conf[300], logp[300], outp[300], num[32], forged[300];
         snprintf(simdir, sizeof(simdir), "%s/sim", dir);
         snprintf(slicedir, sizeof(slicedir), "%s/slice", dir);
         snprintf(conf, sizeof(conf), "%s/slice.conf", dir);
         snprintf(logp, sizeof(logp), "%s/shim.log", dir);
         snprintf(outp, sizeof(outp), "%s/out", dir);
+        snprintf(forged, sizeof(forged), "%s/forged.conf", dir);
         mkdir(simdir, 0700);
         mkdir(slicedir, 0700);
         setenv("SIMGPU_DIR", simdir, 1);
@@ -81,6 +87,9 @@ int st_run(int argc, char **argv, const struct st_setup *s)
         snprintf(num, sizeof(num), "%u", s->sim_devices ? s->sim_devices : 1);
         setenv("SIMGPU_DEVICES", num, 1);
         unsetenv("GPUSLICE_CONFIG");
+        unsetenv("GPUSLICE_TEST_DEFAULT_CONFIG");
+        if (s->log_fifo)
+                EXPECT(mkfifo(logp, 0600) == 0, "mkfifo: %s", strerror(errno));
 
         /* The parent is not preloaded: it asks the driver directly. */
         CU_OK(cuInit(0));
@@ -104,15 +113,25 @@ int st_run(int argc, char **argv, const struct st_setup *s)
                 char t1[4096], t2[4096];
                 subst(t1, sizeof(t1), s->config, "%UUID%", uuid);
                 subst(t2, sizeof(t2), t1, "%DIR%", slicedir);
-                write_file(conf, t2);
+                write_file(conf, t2, s->conf_mode);
+        }
+        if (s->forged) {
+                char t1[4096], t2[4096];
+                subst(t1, sizeof(t1), s->forged, "%UUID%", uuid);
+                subst(t2, sizeof(t2), t1, "%DIR%", slicedir);
+                write_file(forged, t2, 0);
         }
 
         pid_t pid = fork();
         EXPECT(pid >= 0, "fork: %s", strerror(errno));
         if (pid == 0) {
                 setenv("LD_PRELOAD", GS_SHIM_PATH, 1);
-                if (s->config)
+                if (s->config && s->forged) {
+                        setenv("GPUSLICE_TEST_DEFAULT_CONFIG", conf, 1);
+                        setenv("GPUSLICE_CONFIG", forged, 1);
+                } else if (s->config) {
                         setenv("GPUSLICE_CONFIG", conf, 1);
+                }
                 setenv("GPUSLICE_LOG", logp, 1);
                 setenv("SHIMTEST_ROLE", argv[1], 1);
                 setenv("SHIMTEST_SLICE_DIR", slicedir, 1);

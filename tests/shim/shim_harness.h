@@ -39,6 +39,11 @@ struct st_setup {
         unsigned sim_devices;   /* SIMGPU_DEVICES */
         int expect_silent;      /* child must write nothing to stdout/stderr */
         uint64_t parent_holds;  /* bytes the parent allocates outside the slice first */
+        unsigned conf_mode;     /* mode of the config file; 0: 0644 */
+        const char *forged;     /* if set: `config` is named by GPUSLICE_TEST_DEFAULT_CONFIG
+                                   (standing in for /run/gpuslice/slice.conf) and this text,
+                                   named by GPUSLICE_CONFIG, is what a tenant wrote */
+        int log_fifo;           /* GPUSLICE_LOG names a FIFO nobody reads */
 };
 
 /* Runs `scenario` in a preloaded child. Returns the exit code for main. */
