@@ -19,6 +19,7 @@ PASS|FAIL` line per target. Exit status 0 even when a target is missed;
 binary), with the reason."""
 import argparse
 import os
+import re
 import sys
 import time
 
@@ -104,6 +105,7 @@ def run_saturating(world, shares, policy, kernel, route, seconds, truth):
             slices.append(s)
         for s in slices:
             s.program_pid()
+        world.start_tracer()
         t_all = time.monotonic_ns()
         series, _, ended = sample_run(world, slices, truth, t_all + (seconds + 30) * 10**9)
         for s in slices:
@@ -117,7 +119,8 @@ def run_saturating(world, shares, policy, kernel, route, seconds, truth):
 def accuracy_case(args, rep, n, kernel, route, policy, seconds, warmup, wide):
     shares = SETS[n]
     name = f"accuracy_{n}x_{kernel}_{route}_{policy}"
-    with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels) as w:
+    with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels,
+               trace=args.trace) as w:
         slices, series, t_all, ended = run_saturating(w, shares, policy, kernel, route, seconds,
                                                       args.truth)
     start, end = t_all + warmup * 10**9, ended - 300_000_000
@@ -272,6 +275,10 @@ def main():
     ap.add_argument("--kernels", help="kernels file (PTX or cubin); default: the build's PTX")
     ap.add_argument("--items", default="accuracy,conservation,noisy,overhead")
     ap.add_argument("--out")
+    ap.add_argument("--trace", help="diagnostic: keep the arbiter's and simgpu's traces of the "
+                    "(last) accuracy case in this directory")
+    ap.add_argument("--case", action="append",
+                    help="run only this accuracy case, e.g. 3x1ms_launch_share (repeatable)")
     args = ap.parse_args()
     args.mode = args.mode or "quick"
     args.truth = args.truth or ("kernels" if args.gpu else "smi")
@@ -289,7 +296,15 @@ def main():
         if "accuracy" in items:
             rep.line("== accuracy: saturating slices, worst |GPU time share - configured share|")
             worst = {10**9: 0.0, 10 * 10**9: 0.0}
-            for n, k, r, p in matrix(args.mode):
+            cases = matrix(args.mode)
+            if args.case:
+                cases = []
+                for c in args.case:
+                    m = re.match(r"^(\d+)x(10us|1ms|50ms)_(launch|ex|graph)_(share|cap)$", c)
+                    if not m or int(m.group(1)) not in SETS:
+                        ap.error(f"--case {c}: expected e.g. 3x1ms_launch_share")
+                    cases.append((int(m.group(1)), m.group(2), m.group(3), m.group(4)))
+            for n, k, r, p in cases:
                 res = accuracy_case(args, rep, n, k, r, p, seconds, warmup, not short)
                 for wdt, v in res.items():
                     worst[wdt] = max(worst[wdt], v)

@@ -174,8 +174,10 @@ class Slice:
 class World:
     """simgpu (sim mode) + gpusliced + the CLI, all private to one temp dir."""
 
-    def __init__(self, build, source, sim=True, timeslice_us=None, kernels=None):
+    def __init__(self, build, source, sim=True, timeslice_us=None, kernels=None, trace=None):
         self.build, self.source, self.sim = os.path.abspath(build), source, sim
+        self.trace = trace  # diagnostic: a directory to keep the traces in (sim only)
+        self.tracer = None
         self.tmp = tempfile.mkdtemp(prefix="gs-compute.")
         self.gpuslice = os.path.join(self.build, "src/cli/gpuslice")
         self.daemon_bin = os.path.join(self.build, "src/daemon/gpusliced")
@@ -221,8 +223,11 @@ class World:
         if self.sim:
             args.append("--sim")
         self.daemon_log = os.path.join(self.tmp, "gpusliced.log")
+        env = self.env
+        if self.trace:
+            env = dict(self.env, GPUSLICE_ARB_TRACE=os.path.join(self.tmp, "arb.trace"))
         with open(self.daemon_log, "w") as log:
-            self.daemon = subprocess.Popen(args, env=self.env, stdout=log, stderr=log,
+            self.daemon = subprocess.Popen(args, env=env, stdout=log, stderr=log,
                                            stdin=subprocess.DEVNULL, start_new_session=True)
         deadline = time.monotonic() + 15
         while not os.path.exists(self.env["GPUSLICE_SOCKET"]):
@@ -231,7 +236,17 @@ class World:
                     raise HarnessError(f"gpusliced did not start: {f.read()[-1500:]}")
             time.sleep(0.05)
 
+    def start_tracer(self):
+        """Diagnostic: gs-simtrace samples simgpu's device every 100 us."""
+        if self.trace and self.sim and not self.tracer:
+            self.tracer = subprocess.Popen([self.prog("gs-simtrace"),
+                                            os.path.join(self.tmp, "sim.trace"), "100"],
+                                           env=self.env, stdin=subprocess.DEVNULL)
+
     def close(self):
+        if self.tracer:
+            self.tracer.send_signal(signal.SIGTERM)
+            self.tracer.wait()
         if self.daemon and self.daemon.poll() is None:
             self.daemon.send_signal(signal.SIGTERM)
             try:
@@ -239,6 +254,11 @@ class World:
             except subprocess.TimeoutExpired:
                 self.daemon.kill()
                 self.daemon.wait()
+        if self.trace:
+            os.makedirs(self.trace, exist_ok=True)
+            for f in ("arb.trace", "sim.trace"):
+                if os.path.exists(os.path.join(self.tmp, f)):
+                    subprocess.run(["cp", os.path.join(self.tmp, f), self.trace], check=False)
         subprocess.run(["rm", "-rf", self.tmp], check=False)
 
     def __enter__(self):
