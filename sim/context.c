@@ -322,7 +322,7 @@ SIM_EXPORT CUresult cuCtxGetApiVersion(CUcontext ctx, unsigned int *version)
         return CUDA_SUCCESS;
 }
 
-SIM_EXPORT CUresult cuCtxSynchronize(void)
+CUresult sim_ctx_sync_current(void)
 {
         SIM_NEED_INIT();
         struct CUctx_st *c = sim_ctx_current();
@@ -330,6 +330,11 @@ SIM_EXPORT CUresult cuCtxSynchronize(void)
                 return CUDA_ERROR_INVALID_CONTEXT;
         sim_ctx_drain(c);
         return CUDA_SUCCESS;
+}
+
+SIM_EXPORT CUresult cuCtxSynchronize(void)
+{
+        return sim_ctx_sync_current();
 }
 
 SIM_EXPORT CUresult cuCtxSynchronize_v2(CUcontext ctx)

@@ -389,17 +389,6 @@ SIM_EXPORT CUresult cuPointerGetAttribute(void *data, CUpointer_attribute attr, 
 
 /* --- copies and memsets --- */
 
-/* Synchronous copies are ordered after the context's pending work. */
-static CUresult sync_prologue(void)
-{
-        SIM_NEED_INIT();
-        struct CUctx_st *c = sim_ctx_current();
-        if (!c)
-                return CUDA_ERROR_INVALID_CONTEXT;
-        sim_ctx_drain(c);
-        return CUDA_SUCCESS;
-}
-
 static CUresult async_prologue(CUstream s)
 {
         SIM_NEED_INIT();
@@ -431,9 +420,11 @@ static CUresult copy_generic(uint64_t dst, uint64_t src, size_t n)
         return copy(dst, dd, src, sd, n);
 }
 
+/* Synchronous copies are ordered after the context's pending work, as by
+ * cuCtxSynchronize. */
 #define SYNC(expr)                                       \
         do {                                             \
-                CUresult _r = sync_prologue();           \
+                CUresult _r = sim_ctx_sync_current();    \
                 if (_r != CUDA_SUCCESS)                  \
                         return _r;                       \
                 return (expr);                           \

@@ -160,6 +160,10 @@ struct CUctx_st *sim_stream_ctx(CUstream s, CUresult *rc);
 void sim_wait_seq(int slot, int dev, uint64_t seq);
 /* Waits for everything context c has enqueued so far. */
 void sim_ctx_drain(struct CUctx_st *c);
+/* cuCtxSynchronize: waits for everything the calling thread's current
+ * context has enqueued. CUDA_ERROR_NOT_INITIALIZED before cuInit,
+ * CUDA_ERROR_INVALID_CONTEXT without a current context. */
+CUresult sim_ctx_sync_current(void);
 
 /* --- memory.c --- */
 /* Charges bytes of device memory to this process on dev; reaps dead processes

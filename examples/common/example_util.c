@@ -48,41 +48,45 @@ static int scale(uint64_t v, uint64_t mult, uint64_t *ret)
         return 0;
 }
 
-int ex_parse_bytes(const char *s, uint64_t *ret)
+struct unit {
+        const char *suffix;
+        uint64_t mult;
+};
+
+/* Digits followed by exactly one of the n suffixes in units, scaled. */
+static int parse_with_unit(const char *s, const struct unit *units, size_t n, uint64_t *ret)
 {
-        static const struct { const char *suffix; uint64_t mult; } units[] = {
-                { "", 1 }, { "Ki", 1ull << 10 }, { "Mi", 1ull << 20 }, { "Gi", 1ull << 30 },
-                { "Ti", 1ull << 40 }, { "k", 1000ull }, { "M", 1000000ull },
-                { "G", 1000000000ull }, { "T", 1000000000000ull },
-        };
         uint64_t v;
         const char *end;
         int r = parse_digits(s, &v, &end);
 
         if (r < 0)
                 return r;
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        for (size_t i = 0; i < n; i++)
                 if (strcmp(end, units[i].suffix) == 0)
                         return scale(v, units[i].mult, ret);
         return -EINVAL;
 }
 
+int ex_parse_bytes(const char *s, uint64_t *ret)
+{
+        static const struct unit units[] = {
+                { "", 1 }, { "Ki", 1ull << 10 }, { "Mi", 1ull << 20 }, { "Gi", 1ull << 30 },
+                { "Ti", 1ull << 40 }, { "k", 1000ull }, { "M", 1000000ull },
+                { "G", 1000000000ull }, { "T", 1000000000000ull },
+        };
+
+        return parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), ret);
+}
+
 int ex_parse_duration_ns(const char *s, uint64_t *ret)
 {
-        static const struct { const char *suffix; uint64_t mult; } units[] = {
+        static const struct unit units[] = {
                 { "", 1 }, { "ns", 1 }, { "us", 1000ull }, { "ms", 1000000ull },
                 { "s", 1000000000ull },
         };
-        uint64_t v;
-        const char *end;
-        int r = parse_digits(s, &v, &end);
 
-        if (r < 0)
-                return r;
-        for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-                if (strcmp(end, units[i].suffix) == 0)
-                        return scale(v, units[i].mult, ret);
-        return -EINVAL;
+        return parse_with_unit(s, units, sizeof(units) / sizeof(units[0]), ret);
 }
 
 void ex_format_bytes(uint64_t bytes, char *buf, size_t size)

@@ -177,6 +177,11 @@ int shim_table_put(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux);
 bool shim_table_get(uint32_t kind, uint64_t key, struct shim_entry *ret);
 /* Removes (kind, key), copying it into *ret. true if it was there. */
 bool shim_table_take(uint32_t kind, uint64_t key, struct shim_entry *ret);
+/* Settles an entry that shim_table_take removed (had = its result) before
+ * the driver call that destroys the object: if the driver refused (r is not
+ * CUDA_SUCCESS) the entry goes back into the table, else its bytes go back
+ * to the books. Nothing when had is false. */
+void shim_table_settle(bool had, const struct shim_entry *e, CUresult r);
 /* Child side of fork: empties the table (the child owns no allocations). */
 void shim_table_atfork_child(void);
 

@@ -62,17 +62,11 @@ static CUresult charge_handle(uint32_t kind, uint64_t key, uint64_t b)
         return CUDA_ERROR_OUT_OF_MEMORY;
 }
 
-CUresult shim_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+/* After the driver's answer r to creating *pHandle, charged b bytes: records
+ * the array, or gives the bytes back (destroying the array when it cannot
+ * be recorded). */
+static CUresult record_array(CUresult r, CUarray *pHandle, uint64_t b)
 {
-        SHIM_ENTER(cuArrayCreate_v2, REAL(cuArrayCreate_v2)(pHandle, desc));
-        if (!pHandle || !desc)
-                return REAL(cuArrayCreate_v2)(pHandle, desc);
-        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = desc->Width, .Height = desc->Height, .Depth = 0,
-                                       .Format = desc->Format, .NumChannels = desc->NumChannels };
-        uint64_t b = shim_array_bytes(&d3, 1);
-        if (shim_reserve(b) < 0)
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = REAL(cuArrayCreate_v2)(pHandle, desc);
         if (r != CUDA_SUCCESS) {
                 shim_books_release(b);
                 return r;
@@ -85,6 +79,19 @@ CUresult shim_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
         return r;
 }
 
+CUresult shim_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *desc)
+{
+        SHIM_ENTER(cuArrayCreate_v2, REAL(cuArrayCreate_v2)(pHandle, desc));
+        if (!pHandle || !desc)
+                return REAL(cuArrayCreate_v2)(pHandle, desc);
+        CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = desc->Width, .Height = desc->Height, .Depth = 0,
+                                       .Format = desc->Format, .NumChannels = desc->NumChannels };
+        uint64_t b = shim_array_bytes(&d3, 1);
+        if (shim_reserve(b) < 0)
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        return record_array(REAL(cuArrayCreate_v2)(pHandle, desc), pHandle, b);
+}
+
 CUresult shim_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc)
 {
         SHIM_ENTER(cuArray3DCreate_v2, REAL(cuArray3DCreate_v2)(pHandle, desc));
@@ -93,17 +100,7 @@ CUresult shim_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
         uint64_t b = shim_array_bytes(desc, 1);
         if (shim_reserve(b) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r = REAL(cuArray3DCreate_v2)(pHandle, desc);
-        if (r != CUDA_SUCCESS) {
-                shim_books_release(b);
-                return r;
-        }
-        if (charge_handle(SHIM_K_ARRAY, (uint64_t)(uintptr_t)*pHandle, b) != CUDA_SUCCESS) {
-                REAL(cuArrayDestroy)(*pHandle);
-                shim_books_release(b);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return r;
+        return record_array(REAL(cuArray3DCreate_v2)(pHandle, desc), pHandle, b);
 }
 
 CUresult shim_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARRAY3D_DESCRIPTOR *desc,
@@ -134,10 +131,7 @@ CUresult shim_w_cuArrayDestroy(CUarray hArray)
         struct shim_entry e;
         bool had = shim_table_take(SHIM_K_ARRAY, (uint64_t)(uintptr_t)hArray, &e);
         CUresult r = REAL(cuArrayDestroy)(hArray);
-        if (had && r != CUDA_SUCCESS)
-                shim_table_put(SHIM_K_ARRAY, e.key, e.bytes, e.aux);
-        else if (had)
-                shim_books_release(e.bytes);
+        shim_table_settle(had, &e, r);
         return r;
 }
 
@@ -147,9 +141,6 @@ CUresult shim_w_cuMipmappedArrayDestroy(CUmipmappedArray h)
         struct shim_entry e;
         bool had = shim_table_take(SHIM_K_MIPMAP, (uint64_t)(uintptr_t)h, &e);
         CUresult r = REAL(cuMipmappedArrayDestroy)(h);
-        if (had && r != CUDA_SUCCESS)
-                shim_table_put(SHIM_K_MIPMAP, e.key, e.bytes, e.aux);
-        else if (had)
-                shim_books_release(e.bytes);
+        shim_table_settle(had, &e, r);
         return r;
 }

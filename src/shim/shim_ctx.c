@@ -102,10 +102,7 @@ static CUresult ctx_destroy(CUcontext ctx, shim_t_cuCtxDestroy_v2 *real)
         shim_gate_ctx_destroy(ctx, -1);
         bool had = shim_table_take(SHIM_K_CTX, (uint64_t)(uintptr_t)ctx, &e);
         CUresult r = real(ctx);
-        if (had && r != CUDA_SUCCESS)
-                shim_table_put(SHIM_K_CTX, e.key, e.bytes, e.aux);
-        else if (had)
-                shim_books_release(e.bytes);
+        shim_table_settle(had, &e, r);
         return r;
 }
 

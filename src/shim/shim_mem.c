@@ -420,10 +420,7 @@ CUresult shim_w_cuMemRelease(CUmemGenericAllocationHandle handle)
         struct shim_entry e;
         bool had = shim_table_take(SHIM_K_VMM, handle, &e);
         CUresult r = REAL(cuMemRelease)(handle);
-        if (had && r != CUDA_SUCCESS)
-                shim_table_put(SHIM_K_VMM, e.key, e.bytes, e.aux);
-        else if (had)
-                shim_books_release(e.bytes);
+        shim_table_settle(had, &e, r);
         return r;
 }
 

@@ -126,6 +126,14 @@ bool shim_table_take(uint32_t kind, uint64_t key, struct shim_entry *ret)
         return found;
 }
 
+void shim_table_settle(bool had, const struct shim_entry *e, CUresult r)
+{
+        if (had && r != CUDA_SUCCESS)
+                shim_table_put(e->kind, e->key, e->bytes, e->aux);
+        else if (had)
+                shim_books_release(e->bytes);
+}
+
 void shim_table_atfork_child(void)
 {
         /* Only the forking thread exists in the child: no one else can hold

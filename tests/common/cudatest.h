@@ -92,11 +92,10 @@ struct ct_kernels {
         CUfunction fill; /* gs_fill(unsigned *p, unsigned v, size_t n) */
 };
 
-static inline char *ct_read_file(const char *path)
+/* Reads f to its end into a NUL-terminated malloc'd buffer (not closing
+ * it), or NULL when out of memory. */
+static inline char *ct_read_stream(FILE *f)
 {
-        FILE *f = fopen(path, "rb");
-        if (!f)
-                return NULL;
         size_t cap = 1 << 16, n = 0;
         char *buf = malloc(cap + 1);
         while (buf) {
@@ -115,9 +114,18 @@ static inline char *ct_read_file(const char *path)
                         cap *= 2;
                 }
         }
-        fclose(f);
         if (buf)
                 buf[n] = 0;
+        return buf;
+}
+
+static inline char *ct_read_file(const char *path)
+{
+        FILE *f = fopen(path, "rb");
+        if (!f)
+                return NULL;
+        char *buf = ct_read_stream(f);
+        fclose(f);
         return buf;
 }
 
@@ -191,27 +199,8 @@ static inline char *ct_smi_json(void)
         FILE *f = popen(cmd, "r");
         if (!f)
                 return NULL;
-        size_t cap = 1 << 16, n = 0;
-        char *buf = malloc(cap + 1);
-        while (buf) {
-                size_t r = fread(buf + n, 1, cap - n, f);
-                n += r;
-                if (r == 0)
-                        break;
-                if (n == cap) {
-                        char *nb = realloc(buf, cap * 2 + 1);
-                        if (!nb) {
-                                free(buf);
-                                buf = NULL;
-                                break;
-                        }
-                        buf = nb;
-                        cap *= 2;
-                }
-        }
+        char *buf = ct_read_stream(f);
         int st = pclose(f);
-        if (buf)
-                buf[n] = 0;
         if (st != 0) {
                 free(buf);
                 return NULL;

@@ -25,13 +25,23 @@ static struct gs_inventory one_gpu(unsigned n)
         return inv;
 }
 
-static void empty_usage(const struct gs_inventory *inv, struct gs_gpu_usage *usage)
+/* One fit check's world: the GPUs, what is already placed on them (nothing
+ * unless a test says so) and the refusal message of the last check. */
+struct plan {
+        struct gs_inventory inv;
+        struct gs_gpu_usage usage[GS_MAX_GPUS];
+        char msg[4096];
+};
+
+static void plan_init(struct plan *p, unsigned n_gpus)
 {
         struct gs_ledger l;
 
+        p->inv = one_gpu(n_gpus);
         gs_ledger_init(&l);
-        gs_placement_usage(inv, &l, usage);
+        gs_placement_usage(&p->inv, &l, p->usage);
         gs_ledger_done(&l);
+        p->msg[0] = '\0';
 }
 
 static struct gs_spec *spec_of(const char *yaml)
@@ -44,14 +54,13 @@ static struct gs_spec *spec_of(const char *yaml)
         return spec;
 }
 
-static int check(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                 const char *yaml, char *msg, size_t size)
+static int check(struct plan *p, const char *yaml)
 {
         struct gs_spec *spec = spec_of(yaml);
         struct gs_error *err = NULL;
-        int r = up_plan_check(inv, usage, GS_PLACE_BINPACK, spec, &err);
+        int r = up_plan_check(&p->inv, p->usage, GS_PLACE_BINPACK, spec, &err);
 
-        snprintf(msg, size, "%s", err ? gs_error_msg(err) : "");
+        snprintf(p->msg, sizeof(p->msg), "%s", err ? gs_error_msg(err) : "");
         gs_error_free(err);
         gs_spec_free(spec);
         return r;
@@ -59,94 +68,77 @@ static int check(const struct gs_inventory *inv, const struct gs_gpu_usage *usag
 
 static void test_example_spec_fits(void **state)
 {
-        struct gs_inventory inv = one_gpu(1);
-        struct gs_gpu_usage usage[GS_MAX_GPUS];
-        char msg[4096];
+        struct plan p;
 
         (void)state;
-        empty_usage(&inv, usage);
-        assert_int_equal(check(&inv, usage,
+        plan_init(&p, 1);
+        assert_int_equal(check(&p,
                                "- {name: a, command: [x], compute: {gpu: 100m, gpu_memory: 1536Mi}}\n"
                                "- {name: b, command: [x], compute: {gpu: 300m, gpu_memory: 3Gi}}\n"
-                               "- {name: c, command: [x], compute: {gpu: 600m, gpu_memory: 6Gi}}\n",
-                               msg, sizeof(msg)),
+                               "- {name: c, command: [x], compute: {gpu: 600m, gpu_memory: 6Gi}}\n"),
                          0);
-        assert_int_equal(usage[0].free_milli, 1000); /* the check changes nothing */
+        assert_int_equal(p.usage[0].free_milli, 1000); /* the check changes nothing */
 }
 
 static void test_share_short(void **state)
 {
-        struct gs_inventory inv = one_gpu(1);
-        struct gs_gpu_usage usage[GS_MAX_GPUS];
-        char msg[4096];
+        struct plan p;
 
         (void)state;
-        empty_usage(&inv, usage);
-        assert_int_equal(check(&inv, usage,
+        plan_init(&p, 1);
+        assert_int_equal(check(&p,
                                "- {name: a, command: [x], compute: {gpu: 600m, gpu_memory: 1Gi}}\n"
-                               "- {name: big, command: [x], compute: {gpu: 600m, gpu_memory: 1Gi}}\n",
-                               msg, sizeof(msg)),
+                               "- {name: big, command: [x], compute: {gpu: 600m, gpu_memory: 1Gi}}\n"),
                          -ENOSPC);
-        assert_non_null(strstr(msg, "API big"));
-        assert_non_null(strstr(msg, "GPU 0"));
-        assert_non_null(strstr(msg, "short of 200m share (400m free)"));
-        assert_null(strstr(msg, "memory ("));
+        assert_non_null(strstr(p.msg, "API big"));
+        assert_non_null(strstr(p.msg, "GPU 0"));
+        assert_non_null(strstr(p.msg, "short of 200m share (400m free)"));
+        assert_null(strstr(p.msg, "memory ("));
 }
 
 static void test_memory_short(void **state)
 {
-        struct gs_inventory inv = one_gpu(2);
-        struct gs_gpu_usage usage[GS_MAX_GPUS];
-        char msg[4096];
+        struct plan p;
 
         (void)state;
-        empty_usage(&inv, usage);
-        assert_int_equal(check(&inv, usage,
+        plan_init(&p, 2);
+        assert_int_equal(check(&p,
                                "- {name: a, command: [x], compute: {gpu: 100m, gpu_memory: 12Gi}}\n"
                                "- {name: b, command: [x], compute: {gpu: 100m, gpu_memory: 12Gi}}\n"
-                               "- {name: c, command: [x], compute: {gpu: 100m, gpu_memory: 8Gi}}\n",
-                               msg, sizeof(msg)),
+                               "- {name: c, command: [x], compute: {gpu: 100m, gpu_memory: 8Gi}}\n"),
                          -ENOSPC);
-        assert_non_null(strstr(msg, "API c"));
-        assert_non_null(strstr(msg, "GPU 0"));
-        assert_non_null(strstr(msg, "GPU 1"));
-        assert_non_null(strstr(msg, "short of 4.0Gi memory (4.0Gi free)"));
+        assert_non_null(strstr(p.msg, "API c"));
+        assert_non_null(strstr(p.msg, "GPU 0"));
+        assert_non_null(strstr(p.msg, "GPU 1"));
+        assert_non_null(strstr(p.msg, "short of 4.0Gi memory (4.0Gi free)"));
 }
 
 static void test_existing_slices_count(void **state)
 {
-        struct gs_inventory inv = one_gpu(1);
-        struct gs_gpu_usage usage[GS_MAX_GPUS];
-        char msg[4096];
+        struct plan p;
 
         (void)state;
-        empty_usage(&inv, usage);
-        usage[0].free_milli = 500;
-        usage[0].n_slices = 1;
-        assert_int_equal(check(&inv, usage,
-                               "- {name: a, command: [x], compute: {gpu: 600m, gpu_memory: 1Gi}}\n",
-                               msg, sizeof(msg)),
+        plan_init(&p, 1);
+        p.usage[0].free_milli = 500;
+        p.usage[0].n_slices = 1;
+        assert_int_equal(check(&p,
+                               "- {name: a, command: [x], compute: {gpu: 600m, gpu_memory: 1Gi}}\n"),
                          -ENOSPC);
-        assert_non_null(strstr(msg, "short of 100m share (500m free)"));
-        assert_int_equal(check(&inv, usage,
-                               "- {name: w, command: [x], compute: {gpu: 1}}\n", msg, sizeof(msg)),
-                         -ENOSPC);
-        assert_non_null(strstr(msg, "holds slices"));
+        assert_non_null(strstr(p.msg, "short of 100m share (500m free)"));
+        assert_int_equal(check(&p, "- {name: w, command: [x], compute: {gpu: 1}}\n"), -ENOSPC);
+        assert_non_null(strstr(p.msg, "holds slices"));
 }
 
 static void test_never_fits(void **state)
 {
-        struct gs_inventory inv = one_gpu(1);
-        struct gs_gpu_usage usage[GS_MAX_GPUS];
-        char msg[4096];
+        struct plan p;
 
         (void)state;
-        empty_usage(&inv, usage);
-        assert_int_equal(check(&inv, usage,
-                               "- {name: a, command: [x], compute: {gpu: 100m, gpu_memory: 20Gi}}\n",
-                               msg, sizeof(msg)),
+        plan_init(&p, 1);
+        assert_int_equal(check(&p,
+                               "- {name: a, command: [x], compute: {gpu: 100m, gpu_memory: 20Gi}}\n"),
                          -EINVAL);
-        assert_non_null(strstr(msg, "can never fit"));
+        assert_non_null(strstr(p.msg, "can never fit"));
 }
 
 int main(void)
