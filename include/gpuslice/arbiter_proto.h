@@ -34,12 +34,21 @@
  *    frame of a connection.
  *      HELLO   shim->daemon  first frame; value = GS_ARB_PROTO_VERSION
  *      WELCOME daemon->shim  gen = 0, value = daemon epoch
- *      WANT    shim->daemon  this process has work and no lease
+ *      WANT    shim->daemon  this process has work and no lease (sent once
+ *                            per lease waited for; also when the slice
+ *                            counts as pending already: it claims the GPU
+ *                            back from a lender)
  *      IDLE    shim->daemon  this process has no more work
  *      DONE    shim->daemon  the lease `gen` is over for this process and its
  *                            work drained; value = device time (ns) of its
  *                            work during the hold; flags GS_ARB_F_PENDING if
- *                            it has more work
+ *                            it has more work (a thread waits for a lease).
+ *                            Also sent, with value 0, for a lease of the
+ *                            slice this process did not launch in, once it
+ *                            is over: it owes a report either way, and the
+ *                            flag tells the daemon whether it still waits.
+ *                            A process that starts waiting after it read
+ *                            the flag sends WANT after the DONE.
  *      ERROR   daemon->shim  value = positive errno; the daemon closes
  *    A slice with several processes: the daemon ORs WANT over them and ends
  *    a hold when every process that was pending at grant time sent DONE

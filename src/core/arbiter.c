@@ -233,28 +233,40 @@ int gs_arbiter_slice_update(struct gs_arbiter *a, int slot, uint32_t milli,
         return 0;
 }
 
+/* A pending, eligible slice that does not hold the GPU claims it back from
+ * a lender: when its virtual time is below the holder's (counting what the
+ * holder has used of its running grant), the holder's grant is cut to
+ * max(now, grant start + min_grant). */
+static void reclaim(struct gs_arbiter *a, int slot, uint64_t now)
+{
+        struct gs_arb_slice *s = &a->s[slot];
+        if (a->state != GS_ARB_GRANTED || a->holder == slot || a->holder < 0 ||
+            !eligible(a, s, now))
+                return;
+        if (s->vtime < a->vclock)
+                s->vtime = a->vclock; /* idle time is lent, not banked */
+        struct gs_arb_slice *h = &a->s[a->holder];
+        uint64_t used = now > a->grant_start ? now - a->grant_start : 0;
+        if (s->vtime >= h->vtime + to_virtual(used, h->milli))
+                return;
+        uint64_t cut = GS_MAX(now, a->grant_start + a->p.min_grant_ns);
+        if (cut < a->grant_until)
+                a->grant_until = cut;
+}
+
 int gs_arbiter_want(struct gs_arbiter *a, int slot, uint64_t now)
 {
         if (!slot_ok(a, slot))
                 return -ENOENT;
         struct gs_arb_slice *s = &a->s[slot];
-        if (s->pending)
-                return 0;
-        s->pending = true;
-        if (s->vtime < a->vclock)
-                s->vtime = a->vclock; /* idle time is lent, not banked */
-        if (a->state != GS_ARB_GRANTED || a->holder == slot || !eligible(a, s, now))
-                return 0;
-        /* A lender gives the GPU back within min_grant of its grant's start:
-         * the waker has the better claim when its virtual time is below the
-         * holder's, counting what the holder has used of this grant. */
-        struct gs_arb_slice *h = &a->s[a->holder];
-        uint64_t used = now > a->grant_start ? now - a->grant_start : 0;
-        if (s->vtime >= h->vtime + to_virtual(used, h->milli))
-                return 0;
-        uint64_t cut = GS_MAX(now, a->grant_start + a->p.min_grant_ns);
-        if (cut < a->grant_until)
-                a->grant_until = cut;
+        if (!s->pending) {
+                s->pending = true;
+                if (s->vtime < a->vclock)
+                        s->vtime = a->vclock; /* idle time is lent, not banked */
+        }
+        /* Even when it was pending already (a report said so, or a WANT
+         * crossed a hand-off), a waiting slice takes the GPU back. */
+        reclaim(a, slot, now);
         return 0;
 }
 
@@ -303,7 +315,14 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
         }
         s->late = false;
         settle(s, busy_ns, GS_MAX(now, a->last_now));
+        bool woke = still_pending && !s->pending;
         s->pending = still_pending;
+        if (woke && s->vtime < a->vclock)
+                s->vtime = a->vclock;
+        /* A late reporter with work waiting claims the GPU back from
+         * whoever holds it now, as a WANT would. */
+        if (still_pending)
+                reclaim(a, slot, GS_MAX(now, a->last_now));
         return 0;
 }
 

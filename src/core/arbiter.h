@@ -150,8 +150,10 @@ int gs_arbiter_slice_update(struct gs_arbiter *a, int slot, uint32_t milli,
 
 /* The slice has work to launch ("I want the GPU"). If a lender holds the GPU
  * and the waker has the better claim, the holder's grant is cut to
- * max(now, grant start + min_grant): call gs_arbiter_next afterwards.
- * Returns 0 or -ENOENT. Idempotent. */
+ * max(now, grant start + min_grant): call gs_arbiter_next afterwards. The
+ * cut is considered also when the slice was marked pending already (a
+ * report said so, or the flag outlived a hand-off). Returns 0 or -ENOENT.
+ * Idempotent. */
 int gs_arbiter_want(struct gs_arbiter *a, int slot, uint64_t now);
 
 /* The slice has no more work ("idle"), reported by a slice that does not
@@ -163,9 +165,13 @@ int gs_arbiter_idle(struct gs_arbiter *a, int slot, uint64_t now);
  * its in-flight work drained: `busy_ns` is the device time the whole hold
  * took (measured by the shim), `still_pending` whether it has more work.
  * The charge is busy_ns, clamped to the wall time of the hold; the
- * difference from the provisional charge adjusts its virtual time. A report
- * for a generation that is no longer current and not late is ignored
- * (-ESTALE). Returns 0, -ENOENT or -ESTALE. */
+ * difference from the provisional charge adjusts its virtual time. A
+ * report from the current holder ends its hold at once (an idle holder
+ * gives the GPU back before its lease runs out). A late reporter with
+ * `still_pending` claims the GPU back from the holder as gs_arbiter_want
+ * does. A report for a generation that is no longer current and not late
+ * is ignored (-ESTALE; only the pending flag is taken). Returns 0, -ENOENT
+ * or -ESTALE. */
 int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_ns,
                     bool still_pending, uint64_t now);
 

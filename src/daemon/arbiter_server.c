@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <inttypes.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -81,6 +82,23 @@ struct arbsrv {
         unsigned beats;
 };
 
+/* Diagnostic trace (GPUSLICE_ARB_TRACE=FILE): one line per arbiter event
+ * with CLOCK_MONOTONIC ns, for tuning (bench/compute/compute_bench.py
+ * --trace). Off (NULL) normally. */
+static FILE *trace_f;
+
+__attribute__((format(printf, 2, 3))) static void trace(uint64_t now, const char *fmt, ...)
+{
+        if (!trace_f)
+                return;
+        va_list ap;
+        va_start(ap, fmt);
+        fprintf(trace_f, "%" PRIu64 " ", now);
+        vfprintf(trace_f, fmt, ap);
+        fputc('\n', trace_f);
+        va_end(ap);
+}
+
 static uint64_t now_ns(void)
 {
         struct timespec ts;
@@ -127,6 +145,8 @@ static void page_show(struct arbsrv *srv, struct arb_member *m, uint64_t gen, ui
         m->w_gen = gen;
         m->w_start = start;
         m->w_until = until;
+        trace(now_ns(), "page %s gen %" PRIu64 " start %" PRIu64 " until %" PRIu64, m->id, gen,
+              start, until);
         lease_page_write(&m->page, gen ? srv->gen_base + gen : 0, start, until);
 }
 
@@ -136,6 +156,10 @@ static void decide(struct arbsrv *srv, struct arb_gpu *g, uint64_t now)
         struct gs_arb_decision dec;
         gs_arbiter_next(&g->a, now, &dec);
         g->wake_at = dec.wake_at;
+        if (trace_f && (dec.new_grant || dec.state != GS_ARB_GRANTED))
+                trace(now, "decide state %d slot %d gen %" PRIu64 " start %" PRIu64
+                      " until %" PRIu64 " wake %" PRIu64, (int)dec.state, dec.slot, dec.gen,
+                      dec.grant_start, dec.grant_until, dec.wake_at);
         struct arb_member *h = dec.slot >= 0 ? g->slot[dec.slot] : NULL;
         if (dec.state == GS_ARB_GRANTED && h) {
                 if (!h->hold_open || h->hold_gen != dec.gen) {
@@ -193,6 +217,8 @@ static void hold_try_settle(struct arbsrv *srv, struct arb_member *m, uint64_t n
          * of the hold (the arbiter clamps to it). */
         uint64_t busy = m->hold_lost ? GS_ARB_MAX_BUSY_NS : m->hold_busy;
         int r = gs_arbiter_done(&srv->gpus[m->gpu].a, m->slot, m->hold_gen, busy, any, now);
+        trace(now, "settle %s gen %" PRIu64 " busy %" PRIu64 " pending %d r %d", m->id, m->hold_gen,
+              busy, any, r);
         dlog_debug("compute: slice %s hold %" PRIu64 " over: busy %" PRIu64 " us%s%s", m->id,
                    m->hold_gen, m->hold_busy / 1000, m->hold_lost ? " (a process hung up)" : "",
                    r == -ESTALE ? " (stale)" : "");
@@ -454,9 +480,14 @@ static void on_msg(struct daemon *d, struct arb_conn *c, const struct gs_arb_msg
         struct arb_member *m = c->m;
         if (!m)
                 return conn_refuse(c, ENOENT, "its slice was freed");
+        trace(now, "msg %s pid %d type %u gen %" PRIu64 " value %" PRIu64 " flags %u", m->id,
+              (int)c->pid, (unsigned)msg->type, msg->gen, msg->value, (unsigned)msg->flags);
         switch (msg->type) {
         case GS_ARB_MSG_WANT:
+                /* Also when the slice counts as pending already: a process
+                 * waiting for a lease claims the GPU back from a lender. */
                 c->pending = true;
+                gs_arbiter_want(&srv->gpus[m->gpu].a, m->slot, now);
                 break;
         case GS_ARB_MSG_IDLE:
                 c->pending = false;
@@ -690,6 +721,9 @@ int arbsrv_init(struct daemon *d)
                 return r;
         }
         d->arb = srv;
+        const char *tp = getenv("GPUSLICE_ARB_TRACE");
+        if (tp && *tp && !trace_f)
+                trace_f = fopen(tp, "we");
         uint64_t now = now_ns();
         for (size_t i = 0; i < d->ledger.n_slices; i++)
                 member_add(d, &d->ledger.slices[i], now, false);
@@ -717,6 +751,9 @@ void arbsrv_done(struct daemon *d)
         }
         epoll_ctl(d->epfd, EPOLL_CTL_DEL, srv->timer.w.fd, NULL);
         close(srv->timer.w.fd);
+        if (trace_f)
+                fclose(trace_f);
+        trace_f = NULL;
         free(srv->gpus);
         free(srv);
         d->arb = NULL;

@@ -125,6 +125,7 @@ static void resolve_cu(void)
         SYM(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
         SYM(is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
         SYM(event_query, "cuEventQuery", "cuEventQuery");
+        SYM(stream_query, "cuStreamQuery", "cuStreamQuery");
 #undef SYM
         /* dlopen took a reference; libcuda stays loaded anyway. */
         dlclose(h);
@@ -235,9 +236,12 @@ static void close_hold_locked(void)
         pthread_cond_signal(&bg_cv);
 }
 
-/* A probed launch took u ns: the first sample replaces the initial guess,
- * later ones move the estimate by a quarter (one odd sample, e.g. a first
- * launch that paid for lazy loading, does not stall the queue). */
+/* A probed launch took u ns: the first sample replaces the initial guess;
+ * a smaller one replaces the estimate, a larger one moves it by an eighth.
+ * A probe spans its launch's wait behind work queued before it (other
+ * streams of the context, a neighbour's tail, a gap between leases), so it
+ * errs long: one inflated sample must not make every thread wait as if
+ * its queue were that long. */
 static void learn_unit(uint64_t u)
 {
         static bool learned;
@@ -245,24 +249,32 @@ static void learn_unit(uint64_t u)
                 return;
         u = u < UNIT_MIN_NS ? UNIT_MIN_NS : u > UNIT_MAX_NS ? UNIT_MAX_NS : u;
         uint64_t old = atomic_load_explicit(&unit_ns, memory_order_relaxed);
-        uint64_t next = learned ? (old * 3 + u) / 4 : u;
+        uint64_t next = !learned || u < old ? u : (old * 7 + u) / 8;
         learned = true;
         atomic_store_explicit(&unit_ns, next, memory_order_relaxed);
 }
 
+/* DONE for daemon lease `gen`. Its pending flag is whether a thread waits
+ * for a lease now; a thread that starts waiting after that was read sends
+ * its own WANT after this DONE (want_gen is reset first), so the daemon
+ * never ends up thinking an idle process waits, or a waiting one idles. */
+static void report_daemon(uint64_t gen, uint64_t busy)
+{
+        if (busy > GS_ARB_MAX_BUSY_NS)
+                busy = GS_ARB_MAX_BUSY_NS;
+        atomic_store(&want_gen, UINT64_MAX);
+        bool pending = atomic_load(&waiters) > 0;
+        if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0) ||
+            (!pending && atomic_load(&waiters) > 0 && !shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0)))
+                go_local("lost the daemon socket");
+}
+
 static void report(uint64_t gen, int src, uint64_t busy)
 {
-        bool pending = atomic_load(&waiters) > 0;
-        if (src == SRC_LOCAL) {
-                shim_local_report(gen, busy, pending);
-        } else if (atomic_load_explicit(&cur_src, memory_order_acquire) == &src_daemon) {
-                if (busy > GS_ARB_MAX_BUSY_NS)
-                        busy = GS_ARB_MAX_BUSY_NS;
-                if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0))
-                        go_local("lost the daemon socket");
-                /* The next wait asks again. */
-                atomic_store(&want_gen, UINT64_MAX);
-        }
+        if (src == SRC_LOCAL)
+                shim_local_report(gen, busy, atomic_load(&waiters) > 0);
+        else if (atomic_load_explicit(&cur_src, memory_order_acquire) == &src_daemon)
+                report_daemon(gen, busy);
 }
 
 /* Drains every closed hold and reports it (outside the hold lock). */
@@ -353,6 +365,12 @@ static inline bool lease_valid(struct src *src, struct shim_lease *l, uint64_t n
                atomic_load_explicit(&src->page->epoch, memory_order_acquire) == src->epoch;
 }
 
+/* True when every launch on `s` (this thread's stream) has completed. */
+static bool stream_idle(CUstream s)
+{
+        return shim_gate_cu.stream_query && shim_gate_cu.stream_query(s) == CUDA_SUCCESS;
+}
+
 static uint64_t clamp_wait(uint64_t ns)
 {
         return ns < 20 * US ? 20 * US : ns > WAIT_SLICE_NS ? WAIT_SLICE_NS : ns;
@@ -393,7 +411,15 @@ static CUresult slow(CUstream s)
                 if (valid) {
                         if (atomic_load(&joined) != key)
                                 join(key, l.gen, src->id);
-                        if (admit(now, l.until)) {
+                        bool ok = admit(now, l.until);
+                        if (!ok && stream_idle(s)) {
+                                /* The estimate said the queue is full, but
+                                 * the stream is empty (the program waited
+                                 * for it: a request/response loop). */
+                                t.qend = 0;
+                                ok = admit(now, l.until);
+                        }
+                        if (ok) {
                                 if (t.key != key || t.stream != s)
                                         first_launch(key, s);
                                 shim_gate_probe = shim_probe_arm(s, now);
@@ -404,6 +430,11 @@ static CUresult slow(CUstream s)
                         uint64_t target = t.qend + unit - GS_ARB_AHEAD_NS - AHEAD_SLACK_NS;
                         if (target > l.until)
                                 target = l.until;
+                        /* Look at the stream again soon: the estimate may
+                         * be long (a program that synchronises empties its
+                         * queue sooner than launches x unit). */
+                        if (target > now + GS_ARB_AHEAD_NS)
+                                target = now + GS_ARB_AHEAD_NS;
                         shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(target > now ? target - now : 0));
                         continue;
                 }
@@ -469,6 +500,30 @@ static void timed_wait_locked(uint64_t until_mono)
         pthread_cond_timedwait(&bg_cv, &shim_hold_mu, &ts);
 }
 
+/* A daemon lease this process did not launch in (the slice's other
+ * processes wanted it, or this process's WANT was answered after its
+ * threads found room elsewhere) still owes a DONE, or the daemon would
+ * wait its drain timeout: once the lease is over, report it empty (with
+ * the process's pending state, which is how the daemon learns that an idle
+ * process is idle). Returns when to look again. Hold lock held, no hold. */
+static uint64_t unused_lease(uint64_t now)
+{
+        static uint64_t reported;
+        struct gs_arb_page *p = src_daemon.page;
+        struct shim_lease l;
+        if (!p || !shim_gate_lease_read(p, &l) || !l.gen || l.gen == reported ||
+            KEY(l.gen, SRC_DAEMON) == atomic_load(&closed_key))
+                return GS_ARB_NEVER;
+        if (now < l.until + CLOSE_GRACE_NS)
+                return l.until + CLOSE_GRACE_NS;
+        reported = l.gen;
+        atomic_store_explicit(&closed_key, KEY(l.gen, SRC_DAEMON), memory_order_relaxed);
+        pthread_mutex_unlock(&shim_hold_mu);
+        report_daemon(l.gen, 0);
+        pthread_mutex_lock(&shim_hold_mu);
+        return GS_ARB_NEVER;
+}
+
 static void *bg_main(void *arg)
 {
         (void)arg;
@@ -493,8 +548,12 @@ static void *bg_main(void *arg)
                 pthread_mutex_lock(&shim_hold_mu);
                 if (!hold_key) {
                         uint64_t wake = conf->daemon_socket[0] ? next_retry : now + 500 * MS;
-                        if (src == &src_daemon)
+                        if (src == &src_daemon) {
                                 wake = now + GS_ARB_HEARTBEAT_NS;
+                                uint64_t w = unused_lease(now);
+                                if (w < wake)
+                                        wake = w;
+                        }
                         timed_wait_locked(wake);
                         continue;
                 }

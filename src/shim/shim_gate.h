@@ -96,6 +96,7 @@ struct shim_gate_cu {
         __typeof__(&cuCtxPopCurrent) ctx_pop;
         __typeof__(&cuStreamIsCapturing) is_capturing;
         __typeof__(&cuEventQuery) event_query;
+        __typeof__(&cuStreamQuery) stream_query;
 };
 extern struct shim_gate_cu shim_gate_cu;
 

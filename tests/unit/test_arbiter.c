@@ -144,6 +144,101 @@ static void test_drain_timeout(void **state)
         assert_true(a.s[x].charged_ns == deadline + MS);
 }
 
+/* Request/response: a slice whose hold ended (pipelined hand-off, so its
+ * report comes late) reports DONE with work pending while a lender holds
+ * the GPU: the lender's lease is cut as a WANT would cut it, instead of
+ * the waker waiting a whole lease. */
+static void test_done_pending_cuts_lender(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int r = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 0);
+        int n = gs_arbiter_slice_join(&a, 700, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, r, 0);
+        gs_arbiter_want(&a, n, 0);
+        /* First holds (tails unknown) are settled before anything else. */
+        gs_arbiter_next(&a, 0, &d);
+        assert_int_equal(d.slot, r);
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_int_equal(gs_arbiter_done(&a, r, d.gen, 1 * MS, true, 4 * MS), 0);
+        gs_arbiter_next(&a, 4 * MS, &d);
+        assert_int_equal(d.slot, n);
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_int_equal(gs_arbiter_done(&a, n, d.gen, 4 * MS, true, 8 * MS), 0);
+        gs_arbiter_next(&a, 8 * MS, &d);
+        assert_int_equal(d.slot, r);
+        uint64_t rgen = d.gen;
+        /* r's lease ends; its tail is known short, so n gets the GPU at
+         * once (pipelined) and r is late until it reports. */
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, n);
+        assert_true(a.s[r].late);
+        uint64_t n_start = d.grant_start;
+        assert_true(d.grant_until == n_start + GS_ARB_DEFAULT_QUANTUM_NS);
+        /* r used little of its lease (one short request) and a new request
+         * is waiting: its report cuts n's lease to start + min_grant. */
+        uint64_t t = n_start + 200 * US;
+        assert_int_equal(gs_arbiter_done(&a, r, rgen, 200 * US, true, t), 0);
+        gs_arbiter_next(&a, t, &d);
+        assert_int_equal(d.slot, n);
+        assert_true(d.grant_until == n_start + GS_ARB_DEFAULT_MIN_GRANT_NS);
+}
+
+/* A WANT from a slice that is already pending (its flag never cleared)
+ * still takes the GPU back from a lender. */
+static void test_want_when_pending_cuts(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int r = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 0);
+        int n = gs_arbiter_slice_join(&a, 700, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, n, 0);
+        gs_arbiter_next(&a, 0, &d);
+        assert_int_equal(d.slot, n);
+        /* r is pending but was not eligible (late) when n's lease began. */
+        a.s[r].pending = true;
+        a.s[r].late = true;
+        a.s[r].late_until = GS_ARB_NEVER;
+        gs_arbiter_want(&a, r, 2 * MS);
+        gs_arbiter_next(&a, 2 * MS, &d);
+        assert_true(d.grant_until == GS_ARB_DEFAULT_QUANTUM_NS); /* late: no claim */
+        a.s[r].late = false;
+        gs_arbiter_want(&a, r, 2 * MS);
+        gs_arbiter_next(&a, 2 * MS, &d);
+        assert_int_equal(d.slot, n);
+        assert_true(d.grant_until == 2 * MS);
+}
+
+/* An idle report from the holder ends its hold at once (the GPU goes to
+ * the next pending slice without waiting for the lease to run out). */
+static void test_idle_holder_ends_at_once(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int x = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        int y = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, x, 0);
+        gs_arbiter_next(&a, 0, &d);
+        assert_int_equal(d.slot, x);
+        gs_arbiter_want(&a, y, 0);
+        /* x drained and has nothing more: its report ends the hold now. */
+        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 300 * US, false, 500 * US), 0);
+        gs_arbiter_next(&a, 500 * US, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, y);
+        assert_true(d.grant_start == 500 * US);
+        assert_true(a.s[x].charged_ns == 300 * US);
+}
+
 /* The holder's process dies: the GPU is free at once. */
 static void test_dead_holder_released_now(void **state)
 {
@@ -446,6 +541,9 @@ int main(void)
                 cmocka_unit_test(test_overrun_becomes_debt),
                 cmocka_unit_test(test_drain_timeout),
                 cmocka_unit_test(test_dead_holder_released_now),
+                cmocka_unit_test(test_done_pending_cuts_lender),
+                cmocka_unit_test(test_want_when_pending_cuts),
+                cmocka_unit_test(test_idle_holder_ends_at_once),
                 cmocka_unit_test(test_cap_throttle_wake),
                 cmocka_unit_test(test_clock_and_no_banked_credit),
                 cmocka_unit_test(test_renormalise),
