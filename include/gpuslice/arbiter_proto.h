@@ -49,6 +49,14 @@
  *                            flag tells the daemon whether it still waits.
  *                            A process that starts waiting after it read
  *                            the flag sends WANT after the DONE.
+ *                            Sent early, before the lease ends, when the
+ *                            process's streams for the hold are empty and
+ *                            no thread launches or waits (a serving API
+ *                            between requests): the hold is over for this
+ *                            process, and a report from the holder with the
+ *                            flag clear ends the hold at once (the daemon
+ *                            hands the GPU on). Its next launch needs a
+ *                            new lease (WANT).
  *      ERROR   daemon->shim  value = positive errno; the daemon closes
  *    A slice with several processes: the daemon ORs WANT over them and ends
  *    a hold when every process that was pending at grant time sent DONE

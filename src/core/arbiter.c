@@ -281,16 +281,20 @@ int gs_arbiter_idle(struct gs_arbiter *a, int slot, uint64_t now)
 }
 
 /* Settle a finished hold: replace the provisional charge with the measured
- * one (clamped to the wall time of the hold). */
-static void settle(struct gs_arb_slice *s, uint64_t busy_ns, uint64_t now)
+ * one (clamped to the wall time of the hold). `running_ns`: the part of the
+ * running grant used before an early end (not charged provisionally, and
+ * no overrun): only what the hold took beyond provisional + running is
+ * debt and tail. */
+static void settle(struct gs_arb_slice *s, uint64_t busy_ns, uint64_t running_ns, uint64_t now)
 {
         uint64_t span = now > s->hold_issued ? now - s->hold_issued : 0;
         uint64_t real = clamp_charge(GS_MIN(busy_ns, span));
         int64_t delta = (int64_t)real - (int64_t)clamp_charge(s->provisional_ns);
         charge(s, delta);
-        if (delta > 0)
-                s->debt_ns += (uint64_t)delta;
-        s->tail_ns = delta > 0 ? (uint64_t)delta : 0;
+        int64_t over = delta - (int64_t)clamp_charge(running_ns);
+        if (over > 0)
+                s->debt_ns += (uint64_t)over;
+        s->tail_ns = over > 0 ? (uint64_t)over : 0;
         s->provisional_ns = 0;
 }
 
@@ -306,15 +310,19 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
                 s->pending = still_pending;
                 return -ESTALE;
         }
+        uint64_t t = GS_MAX(now, a->last_now);
+        uint64_t running = 0;
         if (current) {
                 /* Ended at expiry (DRAINING) or early (GRANTED: idle, or the
                  * grant given up); an early end's running segment was never
                  * charged provisionally, and settle covers it either way. */
+                if (a->state == GS_ARB_GRANTED && t > a->grant_start)
+                        running = GS_MIN(t, a->grant_until) - a->grant_start;
                 a->state = GS_ARB_IDLE;
                 a->holder = -1;
         }
         s->late = false;
-        settle(s, busy_ns, GS_MAX(now, a->last_now));
+        settle(s, busy_ns, running, t);
         bool woke = still_pending && !s->pending;
         s->pending = still_pending;
         if (woke && s->vtime < a->vclock)

@@ -178,6 +178,14 @@ static void decide(struct arbsrv *srv, struct arb_gpu *g, uint64_t now)
                 }
                 page_show(srv, h, dec.gen, dec.grant_start, dec.grant_until);
         }
+        /* A holder whose lease was cut and ended at once (state DRAINING:
+         * a slice with the better claim woke) must see the cut now, or it
+         * keeps launching to the end of the lease it was shown. */
+        if (dec.state == GS_ARB_DRAINING && h && h->w_gen == dec.gen) {
+                uint64_t end = GS_MAX(dec.grant_until, now);
+                if (h->w_until > end)
+                        page_show(srv, h, h->w_gen, GS_MIN(h->w_start, end), end);
+        }
         /* Nobody else may show a lease beyond the holder's start. */
         uint64_t bound = dec.state == GS_ARB_GRANTED ? GS_MAX(dec.grant_start, now) : now;
         for (int i = 0; i < GS_ARB_MAX_SLICES; i++) {

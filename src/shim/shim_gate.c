@@ -31,9 +31,21 @@
  * tens of microseconds; without it a queue of one ~1 ms unit runs dry). */
 #define AHEAD_SLACK_NS (250 * US)
 #define UNIT_MAX_NS (1000 * MS)
+/* While it holds a daemon lease, the background thread looks this often
+ * whether the hold's streams are empty (a request/response program
+ * synchronised). Empty at two looks this far apart with no launch between
+ * them, it ends the hold at once, so the hold is charged its real busy
+ * span (plus at most two looks) and the GPU goes to the next slice, not a
+ * lease's worth of idle time charged to a serving slice. One empty look is
+ * not enough: a saturating thread whose queue holds one long unit (the
+ * gate's bound) leaves its stream empty for the tens of microseconds it
+ * takes to launch the next one. */
+#define EARLY_POLL_NS (250 * US)
 
 bool shim_gate_on;
 struct shim_gate_cu shim_gate_cu;
+_Atomic int shim_gate_inflight;
+_Atomic uint64_t shim_gate_entries;
 
 struct src {
         struct gs_arb_page *page;
@@ -223,17 +235,22 @@ static void start_locked(void)
 
 /* ---- holds ---- */
 
-static void close_hold_locked(void)
+static void close_hold_at(bool at_mark)
 {
         if (!hold_key)
                 return;
         uint64_t n = atomic_exchange_explicit(&launches, 0, memory_order_relaxed);
-        shim_hold_close(hold_key, hold_gen, hold_src, n);
+        shim_hold_close(hold_key, hold_gen, hold_src, n, at_mark);
         if (hold_src == SRC_DAEMON)
                 atomic_store_explicit(&closed_key, hold_key, memory_order_relaxed);
         hold_key = 0;
         atomic_store_explicit(&joined, 0, memory_order_release);
         pthread_cond_signal(&bg_cv);
+}
+
+static void close_hold_locked(void)
+{
+        close_hold_at(false);
 }
 
 /* A probed launch took u ns: the first sample replaces the initial guess;
@@ -288,10 +305,16 @@ static void drain_all(void)
         learn_unit(shim_probe_poll());
 }
 
-/* This process launches in hold (key, gen). */
-static void join(uint64_t key, uint64_t gen, int src)
+/* This process launches in hold (key, gen). False when that daemon hold
+ * was ended already (the background thread closed it early): the caller
+ * then needs a new lease. */
+static bool join(uint64_t key, uint64_t gen, int src)
 {
         pthread_mutex_lock(&shim_hold_mu);
+        if (src == SRC_DAEMON && key == atomic_load(&closed_key)) {
+                pthread_mutex_unlock(&shim_hold_mu);
+                return false;
+        }
         if (hold_key != key) {
                 close_hold_locked();
                 hold_key = key;
@@ -303,6 +326,7 @@ static void join(uint64_t key, uint64_t gen, int src)
                 pthread_cond_signal(&bg_cv);
         }
         pthread_mutex_unlock(&shim_hold_mu);
+        return true;
 }
 
 /* This thread's first admitted launch on stream s in hold `key`: the start
@@ -409,8 +433,8 @@ static CUresult slow(CUstream s)
                 if (valid && src == &src_daemon && key == atomic_load(&closed_key))
                         valid = false;
                 if (valid) {
-                        if (atomic_load(&joined) != key)
-                                join(key, l.gen, src->id);
+                        if (atomic_load(&joined) != key && !join(key, l.gen, src->id))
+                                continue;
                         bool ok = admit(now, l.until);
                         if (!ok && stream_idle(s)) {
                                 /* The estimate said the queue is full, but
@@ -477,8 +501,10 @@ CUresult shim_gate_enter(CUstream s, bool ptsz)
         if (ptsz && !s)
                 s = CU_STREAM_PER_THREAD;
         struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+        /* seq_cst: pairs with the early close (try_close_early), which
+         * clears `joined` and then reads shim_gate_inflight. */
         if (__builtin_expect(src != NULL, 1) && t.key && s == t.stream &&
-            t.key == atomic_load_explicit(&joined, memory_order_relaxed)) {
+            t.key == atomic_load_explicit(&joined, memory_order_seq_cst)) {
                 struct shim_lease l;
                 uint64_t now = shim_gate_now();
                 if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key && admit(now, l.until))
@@ -522,6 +548,47 @@ static uint64_t unused_lease(uint64_t now)
         report_daemon(l.gen, 0);
         pthread_mutex_lock(&shim_hold_mu);
         return GS_ARB_NEVER;
+}
+
+/* The open daemon hold has nothing queued and no thread is launching or
+ * waiting: end it now (end events on its empty streams, so it is charged
+ * its real busy span; DONE follows from drain_all, and the daemon hands
+ * the GPU on at once). New launches are kept out first (`joined` cleared,
+ * and join refuses a closed key), then the launches in flight are counted,
+ * then the streams queried; if anything is busy, `joined` is put back.
+ * Hold lock held. True when the hold was closed. */
+static bool try_close_early(void)
+{
+        /* The hold, and the gate entries, when it was last seen empty. */
+        static uint64_t seen_key, seen_entries, seen_at;
+        uint64_t key = hold_key, now = shim_gate_now();
+        uint64_t entries = atomic_load_explicit(&shim_gate_entries, memory_order_relaxed);
+        if (atomic_load(&waiters) > 0 || atomic_load(&shim_gate_inflight) > 0 || shim_hold_idle(key) != 1) {
+                seen_key = 0;
+                return false;
+        }
+        if (seen_key != key || seen_entries != entries) {
+                /* First look at empty streams: mark them; if nothing is
+                 * launched until the next look, the marks are the hold's
+                 * end (its charge does not include the looks' delay). */
+                seen_key = key;
+                seen_entries = entries;
+                seen_at = now;
+                shim_hold_mark(key);
+                return false;
+        }
+        if (now < seen_at + EARLY_POLL_NS - EARLY_POLL_NS / 8)
+                return false;
+        seen_key = 0;
+        atomic_store_explicit(&joined, 0, memory_order_seq_cst);
+        if (atomic_load_explicit(&shim_gate_inflight, memory_order_seq_cst) == 0 &&
+            atomic_load(&waiters) == 0 && shim_hold_idle(key) == 1 &&
+            atomic_load_explicit(&shim_gate_entries, memory_order_seq_cst) == entries) {
+                close_hold_at(true);
+                return true;
+        }
+        atomic_store_explicit(&joined, key, memory_order_release);
+        return false;
 }
 
 static void *bg_main(void *arg)
@@ -576,7 +643,11 @@ static void *bg_main(void *arg)
                         close_hold_locked();
                         continue;
                 }
+                if (hs == &src_daemon && try_close_early())
+                        continue;
                 uint64_t wake = l.until + grace;
+                if (hs == &src_daemon && now + EARLY_POLL_NS < wake)
+                        wake = now + EARLY_POLL_NS;
                 if (hs == &src_local && ticked_until != l.until)
                         wake = l.until > RENEW_LEAD_NS ? l.until - RENEW_LEAD_NS : 0;
                 timed_wait_locked(wake);
@@ -598,6 +669,7 @@ void shim_gate_atfork_child(void)
         atomic_store(&want_gen, UINT64_MAX);
         atomic_store(&launches, 0);
         atomic_store(&waiters, 0);
+        atomic_store(&shim_gate_inflight, 0);
         atomic_store(&cur_src, NULL);
         t = (struct tls){ 0 };
 }

@@ -57,6 +57,25 @@ static inline CUresult shim_gate(CUstream stream, bool ptsz)
         return shim_gate_enter(stream, ptsz);
 }
 
+/* Launches between their gate and the driver's return (this process).
+ * The background thread ends a daemon hold early only when it is 0 and
+ * every stream of the hold is empty; a launch counts itself in before the
+ * gate reads the hold (seq_cst), so it either is seen here or sees the
+ * hold closed. */
+extern _Atomic int shim_gate_inflight;
+/* Launches that entered the gate (this process), for "nothing launched
+ * since the last look". */
+extern _Atomic uint64_t shim_gate_entries;
+static inline void shim_gate_inflight_inc(void)
+{
+        atomic_fetch_add_explicit(&shim_gate_inflight, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&shim_gate_entries, 1, memory_order_relaxed);
+}
+static inline void shim_gate_inflight_dec(void)
+{
+        atomic_fetch_sub_explicit(&shim_gate_inflight, 1, memory_order_release);
+}
+
 /* Set by the gate when the launch it admitted is the first of a hold: the
  * caller then calls shim_gate_after once the driver accepted it. */
 extern __thread bool shim_gate_probe __attribute__((tls_model("initial-exec")));
@@ -116,9 +135,20 @@ void shim_probe_after(CUstream stream);
 /* The probed launch's device time in ns once it completed (0 otherwise);
  * never blocks. */
 uint64_t shim_probe_poll(void);
+/* Records a mark event on every stream of the open hold `key` (they were
+ * just seen empty). Hold lock held. */
+void shim_hold_mark(uint64_t key);
 /* Ends the open hold (key) as seen by this process: records end events on
- * every stream it used and queues it for draining. Hold lock held. */
-void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches);
+ * every stream it used (`at_mark`: nothing was launched since the marks,
+ * which then serve as the end events) and queues it for draining. Hold
+ * lock held. */
+void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches, bool at_mark);
+/* Whether the open hold `key` has nothing queued: 1 when every stream it
+ * measured is empty (cuStreamQuery), 0 when one is not, -1 when it cannot
+ * tell (a per-thread stream, which another thread cannot query, or a
+ * stream it could not measure). A hold with no stream yet is empty. Hold
+ * lock held; never blocks. */
+int shim_hold_idle(uint64_t key);
 /* Waits for one closed hold's work to drain (outside the lock) and returns
  * true with its gen, source, busy ns and launches; false when none is
  * queued. Takes the hold lock itself. */

@@ -26,13 +26,15 @@ struct hstream {
         CUdevice dev;
         CUstream stream;
         CUevent start, end;
-        bool ended; /* the stream was destroyed: `end` recorded then */
+        CUevent mark; /* recorded when the stream was last seen empty */
+        bool ended;   /* the stream was destroyed: `end` recorded then */
 };
 
 struct hrec {
         uint64_t key, gen, launches;
         int src;
         unsigned n;
+        bool unmeasured; /* a stream used in the hold is not in s[] */
         struct hstream s[MAX_STREAMS];
 };
 
@@ -74,6 +76,7 @@ static void drop_rec(struct hrec *r)
         for (unsigned i = 0; i < r->n; i++) {
                 drop_event(&r->s[i].start);
                 drop_event(&r->s[i].end);
+                drop_event(&r->s[i].mark);
         }
         memset(r, 0, sizeof(*r));
 }
@@ -85,8 +88,10 @@ bool shim_hold_stream(uint64_t key, CUstream stream)
                 open_rec.key = key;
         }
         CUcontext ctx = NULL;
-        if (!shim_gate_cu.ctx_get || shim_gate_cu.ctx_get(&ctx) != CUDA_SUCCESS || !ctx)
+        if (!shim_gate_cu.ctx_get || shim_gate_cu.ctx_get(&ctx) != CUDA_SUCCESS || !ctx) {
+                open_rec.unmeasured = true;
                 return false;
+        }
         for (unsigned i = 0; i < open_rec.n; i++)
                 if (open_rec.s[i].ctx == ctx && open_rec.s[i].stream == stream)
                         return false;
@@ -95,13 +100,13 @@ bool shim_hold_stream(uint64_t key, CUstream stream)
                         shim_log("compute: more than %d streams in one hold; the rest are not measured",
                                  MAX_STREAMS);
                 warned_streams = true;
+                open_rec.unmeasured = true;
                 return false;
         }
         CUevent e = new_event();
-        if (!e)
-                return false;
-        if (shim_gate_cu.event_record(e, stream) != CUDA_SUCCESS) {
+        if (!e || shim_gate_cu.event_record(e, stream) != CUDA_SUCCESS) {
                 drop_event(&e);
+                open_rec.unmeasured = true;
                 return false;
         }
         CUdevice dev = -1;
@@ -172,7 +177,24 @@ uint64_t shim_probe_poll(void)
         return ns;
 }
 
-void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches)
+void shim_hold_mark(uint64_t key)
+{
+        if (open_rec.key != key)
+                return;
+        for (unsigned i = 0; i < open_rec.n; i++) {
+                struct hstream *h = &open_rec.s[i];
+                CUcontext popped;
+                if (h->ended || h->stream == CU_STREAM_PER_THREAD || shim_gate_cu.ctx_push(h->ctx) != CUDA_SUCCESS)
+                        continue;
+                if (!h->mark)
+                        h->mark = new_event();
+                if (h->mark && shim_gate_cu.event_record(h->mark, h->stream) != CUDA_SUCCESS)
+                        drop_event(&h->mark);
+                shim_gate_cu.ctx_pop(&popped);
+        }
+}
+
+void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches, bool at_mark)
 {
         if (!key)
                 return;
@@ -188,6 +210,11 @@ void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches)
                 struct hstream *h = &open_rec.s[i];
                 if (h->ended)
                         continue;
+                if (at_mark && h->mark) {
+                        h->end = h->mark;
+                        h->mark = NULL;
+                        continue;
+                }
                 /* The per-thread stream of the thread closing the hold is not
                  * the launching thread's: the legacy stream waits for it. */
                 CUstream s = h->stream == CU_STREAM_PER_THREAD ? CU_STREAM_LEGACY : h->stream;
@@ -207,6 +234,29 @@ void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches)
         }
         drains[n_drains++] = open_rec;
         memset(&open_rec, 0, sizeof(open_rec));
+}
+
+int shim_hold_idle(uint64_t key)
+{
+        if (open_rec.key != key)
+                return 1; /* joined, nothing launched yet */
+        if (open_rec.unmeasured || !shim_gate_cu.stream_query)
+                return -1;
+        int idle = 1;
+        for (unsigned i = 0; i < open_rec.n && idle == 1; i++) {
+                struct hstream *h = &open_rec.s[i];
+                if (h->ended)
+                        continue;
+                if (h->stream == CU_STREAM_PER_THREAD)
+                        return -1;
+                CUcontext popped;
+                if (shim_gate_cu.ctx_push(h->ctx) != CUDA_SUCCESS)
+                        return -1;
+                CUresult r = shim_gate_cu.stream_query(h->stream);
+                shim_gate_cu.ctx_pop(&popped);
+                idle = r == CUDA_SUCCESS ? 1 : r == CUDA_ERROR_NOT_READY ? 0 : -1;
+        }
+        return idle;
 }
 
 static double elapsed_ms(CUevent a, CUevent b, bool *ok)
@@ -313,6 +363,7 @@ static void forget_in(struct hrec *r, CUcontext ctx, CUdevice dev)
                 if (ctx ? h->ctx == ctx : h->dev == dev) {
                         drop_event(&h->start);
                         drop_event(&h->end);
+                        drop_event(&h->mark);
                         continue;
                 }
                 r->s[k++] = *h;

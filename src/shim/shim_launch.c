@@ -2,8 +2,10 @@
  * variants and graph launches included, by every route) passes the compute
  * gate (shim_gate.h). With the gate off (no slice, or a whole GPU) a hook
  * is one load of the real pointer, one load of a flag and a call; with it
- * on, while the slice holds a lease, the gate adds atomic loads and a vDSO
- * clock read: no syscall, no lock, nothing shared written. */
+ * on, while the slice holds a lease, the gate adds atomic loads, a vDSO
+ * clock read and one process-wide counter (launches between the gate and
+ * the driver's return, which the early end of a hold must see): no syscall,
+ * no lock. */
 #include "shim.h"
 #include "shim_gate.h"
 
@@ -21,12 +23,16 @@
                 }                                                             \
                 if (__builtin_expect(!shim_gate_on, 1))                       \
                         return f_(__VA_ARGS__);                               \
+                shim_gate_inflight_inc();                                     \
                 CUresult g_ = shim_gate_enter(stream, ptsz);                  \
-                if (g_ != CUDA_SUCCESS)                                       \
+                if (g_ != CUDA_SUCCESS) {                                     \
+                        shim_gate_inflight_dec();                             \
                         return g_;                                            \
+                }                                                             \
                 ++shim_depth;                                                 \
                 CUresult r_ = f_(__VA_ARGS__);                                \
                 --shim_depth;                                                 \
+                shim_gate_inflight_dec();                                     \
                 if (__builtin_expect(shim_gate_probe, 0))                     \
                         shim_gate_after(stream, ptsz);                        \
                 return r_;                                                    \

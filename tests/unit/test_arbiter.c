@@ -239,6 +239,59 @@ static void test_idle_holder_ends_at_once(void **state)
         assert_true(a.s[x].charged_ns == 300 * US);
 }
 
+/* A request/response slice ends each hold as soon as its request drained
+ * (the shim sees its streams empty): it is charged the busy time, not the
+ * lease, the early end is no overrun (no debt, short tail), and so its
+ * next request still has the better claim against a saturating neighbour
+ * with a larger share: its WANT cuts the neighbour's lease. */
+static void test_early_end_keeps_claim(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int r = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 0);
+        int n = gs_arbiter_slice_join(&a, 700, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, n, 0);
+        uint64_t t = 0;
+        for (int req = 0; req < 50; req++) {
+                /* The neighbour holds from r's last DONE on (it saturates);
+                 * a request arrives 3 ms into its lease. */
+                gs_arbiter_next(&a, t, &d);
+                if (d.slot != n || d.state != GS_ARB_GRANTED) {
+                        /* The neighbour's previous hold drains: settle it exactly. */
+                        assert_int_equal(d.state, GS_ARB_DRAINING);
+                        assert_int_equal(d.slot, n);
+                        gs_arbiter_done(&a, n, d.gen, d.grant_until - d.grant_start, true, t);
+                        gs_arbiter_next(&a, t, &d);
+                }
+                assert_int_equal(d.slot, n);
+                uint64_t ngen = d.gen, nstart = d.grant_start;
+                t += 3 * MS;
+                gs_arbiter_want(&a, r, t);
+                assert_true(a.grant_until <= t + 1 * MS);
+                /* The cut lease ends; the neighbour reports what it used. */
+                t = a.grant_until;
+                gs_arbiter_next(&a, t, &d);
+                if (d.state == GS_ARB_DRAINING) {
+                        gs_arbiter_done(&a, n, ngen, t - nstart, true, t);
+                        gs_arbiter_next(&a, t, &d);
+                }
+                assert_int_equal(d.state, GS_ARB_GRANTED);
+                assert_int_equal(d.slot, r);
+                if (a.s[n].late) /* handed on pipelined: its report follows */
+                        assert_int_equal(gs_arbiter_done(&a, n, ngen, t - nstart, true, t), 0);
+                /* 1 ms of work, then the streams are empty: early DONE. */
+                uint64_t rgen = d.gen;
+                t += 1100 * US;
+                assert_int_equal(gs_arbiter_done(&a, r, rgen, 1 * MS, false, t), 0);
+                assert_false(a.s[r].pending);
+                assert_true(a.s[r].tail_ns <= 100 * US);
+        }
+        assert_true(a.s[r].debt_ns <= 50 * 100 * US);
+        assert_true(a.s[r].charged_ns == 50 * MS);
+}
+
 /* The holder's process dies: the GPU is free at once. */
 static void test_dead_holder_released_now(void **state)
 {
@@ -544,6 +597,7 @@ int main(void)
                 cmocka_unit_test(test_done_pending_cuts_lender),
                 cmocka_unit_test(test_want_when_pending_cuts),
                 cmocka_unit_test(test_idle_holder_ends_at_once),
+                cmocka_unit_test(test_early_end_keeps_claim),
                 cmocka_unit_test(test_cap_throttle_wake),
                 cmocka_unit_test(test_clock_and_no_banked_credit),
                 cmocka_unit_test(test_renormalise),
