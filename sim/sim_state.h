@@ -83,7 +83,7 @@ struct sim_proc_rec {
 
 struct sim_dev_rec {
         char name[SIM_NAME_MAX];
-        char uuid[SIM_UUID_MAX]; /* "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" */
+        char uuid[SIM_UUID_MAX]; /* "GPU-" + 8-4-4-4-12 hex digits */
         uint8_t uuid_bytes[16];
         uint64_t total;    /* bytes */
         uint64_t used;     /* bytes, all processes */

@@ -152,7 +152,7 @@ static int set_key(struct gs_slice_conf *c, enum conf_key k, unsigned line, cons
         case KEY_GPU_UUID:
                 if (!valid_uuid(v, n, sizeof(c->gpu_uuid)))
                         return bad_value(err, line, name, v, n,
-                                         "accepted: a GPU UUID such as GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx");
+                                         "accepted: a GPU UUID such as GPU-9d69dfb7-410b-4dd5-a4b3-0772bcaafb82");
                 memcpy(c->gpu_uuid, v, n);
                 c->gpu_uuid[n] = '\0';
                 return 0;
