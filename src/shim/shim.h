@@ -129,6 +129,27 @@ void *shim_map_real(void *p, const char *symbol, int cuda_version, cuuint64_t fl
 /* ---- the slice's books (shim_books.c) ---- */
 /* Attaches to <slice_dir>/memory, creating it race-free when absent, and
  * takes a slot for this process. 0 or -errno (logged). */
+/* A mapped shared state file of the slice (shim_statefile.c). */
+struct shim_statefile {
+        int fd;
+        void *map;           /* MAP_FAILED when not mapped */
+        size_t size;
+        bool fresh;          /* new, or left half-created: the caller initialises it */
+        char path[GS_PATH_MAX + 32];
+};
+
+/* Open or create <dir>/<name>, a file of exactly `size` bytes whose first
+ * 8 bytes are a magic its creator stores last, and map it shared. On
+ * success the file's flock is held so the caller can check or initialise
+ * it (ret->fresh: a new file, or one whose creator died before storing the
+ * magic, zeroed); finish with shim_statefile_close(). Failures are logged
+ * with the prefix `what`; a file of another size is -EPROTO. */
+int shim_statefile_open(const char *dir, const char *name, size_t size, mode_t mode, const char *what,
+                        struct shim_statefile *ret);
+/* Unlock and close the file; keep the mapping (returned) when keep_map,
+ * else unmap it (returns NULL). Safe on a half-opened struct. */
+void *shim_statefile_close(struct shim_statefile *f, bool keep_map);
+
 int shim_books_attach(const struct gs_slice_conf *conf);
 /* Reserves `bytes` against the cap (reclaiming dead processes' memory
  * before refusing). 0, or -ENOMEM when the cap would be exceeded. */

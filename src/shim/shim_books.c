@@ -189,55 +189,13 @@ static int init_state(struct gs_slice_state *s, const struct gs_slice_conf *conf
 
 int shim_books_attach(const struct gs_slice_conf *conf)
 {
-        char path[GS_PATH_MAX + 16];
-        int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, GS_SLICE_STATE_FILE);
-        if (n < 0 || (size_t)n >= sizeof(path))
-                return -ENAMETOOLONG;
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NOCTTY, 0660);
-        if (fd < 0) {
-                int r = -errno;
-                shim_log("books: cannot open %s: %s", path, strerror(-r));
-                return r;
-        }
-        int r = 0;
-        void *map = MAP_FAILED;
-        if (flock(fd, LOCK_EX) < 0) {
-                r = -errno;
-                goto out;
-        }
-        struct stat sb;
-        if (fstat(fd, &sb) < 0) {
-                r = -errno;
-                goto out;
-        }
-        bool fresh = sb.st_size == 0;
-        if (fresh && ftruncate(fd, (off_t)sizeof(struct gs_slice_state)) < 0) {
-                r = -errno;
-                shim_log("books: cannot size %s: %s", path, strerror(errno));
-                goto out;
-        }
-        if (!fresh && (uint64_t)sb.st_size != sizeof(struct gs_slice_state)) {
-                r = -EPROTO;
-                shim_log("books: %s has %lld bytes, expected %zu (another layout version?)", path,
-                         (long long)sb.st_size, sizeof(struct gs_slice_state));
-                goto out;
-        }
-        map = mmap(NULL, sizeof(struct gs_slice_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-                r = -errno;
-                shim_log("books: cannot map %s: %s", path, strerror(errno));
-                goto out;
-        }
-        struct gs_slice_state *s = map;
-        if (!fresh && __atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) == 0) {
-                /* Right size, no magic: its creator died between sizing it
-                 * and storing the magic (which it does last, under this
-                 * flock). Nobody can have attached to it: start it afresh. */
-                shim_log("books: %s was left half-created (no magic): initialising it", path);
-                memset(s, 0, sizeof(*s));
-                fresh = true;
-        }
-        if (fresh) {
+        struct shim_statefile f;
+        int r = shim_statefile_open(conf->slice_dir, GS_SLICE_STATE_FILE, sizeof(struct gs_slice_state),
+                                    0660, "books", &f);
+        if (r < 0)
+                return r; /* logged */
+        struct gs_slice_state *s = f.map;
+        if (f.fresh) {
                 r = init_state(s, conf);
                 if (r < 0)
                         goto out;
@@ -245,28 +203,24 @@ int shim_books_attach(const struct gs_slice_conf *conf)
                    s->version != GS_SLICE_STATE_VERSION || s->file_size != sizeof(*s) ||
                    s->n_slots != GS_SLICE_STATE_SLOTS) {
                 r = -EPROTO;
-                shim_log("books: %s is not a version %u slice state file", path,
+                shim_log("books: %s is not a version %u slice state file", f.path,
                          GS_SLICE_STATE_VERSION);
                 goto out;
         }
         if (s->limit != conf->memory_limit)
                 shim_log("books: %s was created with limit %llu, this process's config says %llu: "
                          "enforcing the lower, %llu",
-                         path, (unsigned long long)s->limit, (unsigned long long)conf->memory_limit,
+                         f.path, (unsigned long long)s->limit, (unsigned long long)conf->memory_limit,
                          (unsigned long long)(s->limit < conf->memory_limit ? s->limit
                                                                            : conf->memory_limit));
-        st = s;
-        map = MAP_FAILED;
 out:
-        if (map != MAP_FAILED)
-                munmap(map, sizeof(struct gs_slice_state));
-        /* Unlock explicitly: the mapping keeps the open file description
-         * (and with it the flock) alive after close. */
-        flock(fd, LOCK_UN);
-        close(fd);
+        if (r == 0)
+                st = shim_statefile_close(&f, true);
+        else
+                shim_statefile_close(&f, false);
         if (r < 0) {
                 if (r != -EPROTO)
-                        shim_log("books: cannot attach %s: %s", path, strerror(-r));
+                        shim_log("books: cannot attach %s: %s", f.path, strerror(-r));
                 return r;
         }
         r = claim_slot();

@@ -82,59 +82,28 @@ int shim_local_attach(const struct gs_slice_conf *conf)
 {
         if (ls)
                 return 0;
-        char path[GS_PATH_MAX + 32];
-        int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, LOCAL_FILE);
-        if (n < 0 || (size_t)n >= sizeof(path))
-                return -ENAMETOOLONG;
-        int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0)
-                return -errno;
-        int r = 0;
-        void *map = MAP_FAILED;
-        if (flock(fd, LOCK_EX) < 0) {
-                r = -errno;
+        struct shim_statefile f;
+        int r = shim_statefile_open(conf->slice_dir, LOCAL_FILE, sizeof(struct local_state), 0600,
+                                    "compute", &f);
+        if (r < 0)
                 goto out;
-        }
-        struct stat sb;
-        if (fstat(fd, &sb) < 0) {
-                r = -errno;
-                goto out;
-        }
-        bool fresh = sb.st_size == 0;
-        if (fresh && ftruncate(fd, (off_t)sizeof(struct local_state)) < 0) {
-                r = -errno;
-                goto out;
-        }
-        if (!fresh && (uint64_t)sb.st_size != sizeof(struct local_state)) {
-                r = -EPROTO;
-                goto out;
-        }
-        map = mmap(NULL, sizeof(struct local_state), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-        if (map == MAP_FAILED) {
-                r = -errno;
-                goto out;
-        }
-        struct local_state *s = map;
-        if (fresh) {
+        struct local_state *s = f.map;
+        if (f.fresh) {
                 r = init_state(s, conf);
         } else if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != LOCAL_MAGIC ||
                    s->version != LOCAL_VERSION || s->size != sizeof(*s)) {
                 r = -EPROTO;
         } else if (s->milli != conf->compute_milli) {
                 shim_log("compute: %s was made for %u milli, this process's config says %u: using %u",
-                         path, s->milli, conf->compute_milli, s->milli);
-        }
-        if (r == 0) {
-                ls = s;
-                map = MAP_FAILED;
+                         f.path, s->milli, conf->compute_milli, s->milli);
         }
 out:
-        if (map != MAP_FAILED)
-                munmap(map, sizeof(struct local_state));
-        flock(fd, LOCK_UN);
-        close(fd);
+        if (r == 0)
+                ls = shim_statefile_close(&f, true);
+        else
+                shim_statefile_close(&f, false);
         if (r < 0)
-                shim_log("compute: cannot use %s: %s", path, strerror(-r));
+                shim_log("compute: cannot use %s: %s", f.path, strerror(-r));
         return r;
 }
 
