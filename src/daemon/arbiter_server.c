@@ -17,70 +17,14 @@
 #include <unistd.h>
 
 #include "arbiter.h"
+#include "arbiter_server_int.h"
 #include "arbiter_wire.h"
 #include "daemon.h"
 #include "lease_page.h"
 #include "log.h"
 
-#define ARB_MAX_CONNS 1024                 /* shim connections (all slices) */
 #define ARB_BEAT_NS (50ull * 1000 * 1000)  /* heartbeat period (< GS_ARB_HEARTBEAT_NS) */
 #define ARB_SYNC_EVERY 10                  /* beats between ledger syncs */
-#define ARB_SAMPLES 21                     /* charge samples: one second of beats */
-#define ARB_PID_DEPTH 64                   /* parent chain walked to find a slice */
-
-enum arb_sub { ARB_TIMER, ARB_CONN };
-
-struct arb_watch {
-        struct watch w; /* kind WATCH_ARB */
-        enum arb_sub sub;
-};
-
-struct arb_member {
-        char id[GS_SLICE_ID_MAX + 1];
-        enum gs_slice_kind kind;
-        unsigned gpu;           /* position in d->inv */
-        int slot;               /* in that GPU's arbiter */
-        pid_t pid;
-        uid_t uid;
-        uint32_t milli;
-        enum gs_compute_policy policy;
-        struct lease_page page;
-        uint64_t w_gen, w_start, w_until; /* what the page shows (arbiter gen) */
-        bool hold_open;         /* a hold whose DONEs are awaited */
-        bool hold_lost;         /* a process owing a DONE hung up */
-        uint64_t hold_gen, hold_busy;
-        uint64_t s_t[ARB_SAMPLES], s_c[ARB_SAMPLES];
-        unsigned s_pos, s_n;
-        bool seen;
-};
-
-struct arb_conn {
-        struct arb_watch aw;
-        pid_t pid;
-        uid_t uid;
-        struct arb_member *m;   /* NULL before HELLO, or once the slice is freed */
-        bool hello, pending, owes, dead;
-        uint8_t in[GS_ARB_MSG_SIZE];
-        size_t in_len;
-};
-
-struct arb_gpu {
-        struct gs_arbiter a;
-        struct arb_member *slot[GS_ARB_MAX_SLICES];
-        uint64_t wake_at;
-};
-
-struct arbsrv {
-        uint64_t epoch, gen_base;
-        struct arb_watch timer;
-        struct arb_gpu *gpus;
-        unsigned n_gpus;
-        struct arb_member *members[GS_LEDGER_MAX_SLICES];
-        size_t n_members;
-        struct arb_conn *conns[ARB_MAX_CONNS];
-        uint64_t next_beat;
-        unsigned beats;
-};
 
 /* Diagnostic trace (GPUSLICE_ARB_TRACE=FILE): one line per arbiter event
  * with CLOCK_MONOTONIC ns, for tuning (bench/compute/compute_bench.py
@@ -277,6 +221,8 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         m->slot = slot;
         m->pid = s->pid;
         m->uid = s->uid;
+        if (s->kind == GS_SLICE_KUBE)
+                arb_member_learn_dir(m, dir);
         m->milli = s->milli;
         m->policy = s->policy;
         m->seen = true;
@@ -424,42 +370,6 @@ static void conn_refuse(struct arb_conn *c, int err, const char *why)
         c->dead = true;
 }
 
-static pid_t parent_of(pid_t pid)
-{
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return -1;
-        buf[n] = '\0';
-        const char *p = strrchr(buf, ')');
-        if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
-                return -1;
-        char *end = NULL;
-        errno = 0;
-        long ppid = strtol(p + 4, &end, 10);
-        if (errno || end == p + 4 || *end != ' ' || ppid < 0 || ppid > INT32_MAX)
-                return -1;
-        return (pid_t)ppid;
-}
-
-/* The local slice `pid` belongs to: its own, or its nearest ancestor's. */
-static struct arb_member *member_of_pid(const struct arbsrv *srv, pid_t pid)
-{
-        for (int depth = 0; depth < ARB_PID_DEPTH && pid > 1; depth++) {
-                for (size_t i = 0; i < srv->n_members; i++) {
-                        struct arb_member *m = srv->members[i];
-                        if (m->kind == GS_SLICE_LOCAL && m->pid == pid)
-                                return m;
-                }
-                pid = parent_of(pid);
-        }
-        return NULL;
-}
-
 static void on_hello(struct daemon *d, struct arb_conn *c, const struct gs_arb_msg *msg)
 {
         struct arbsrv *srv = d->arb;
@@ -467,10 +377,15 @@ static void on_hello(struct daemon *d, struct arb_conn *c, const struct gs_arb_m
                 return conn_refuse(c, EPROTO, "a second HELLO");
         if (msg->value != GS_ARB_PROTO_VERSION)
                 return conn_refuse(c, EPROTONOSUPPORT, "unsupported protocol version");
-        struct arb_member *m = member_of_pid(srv, c->pid);
+        char why[256];
+        struct arb_member *m = arb_member_of_pid(d, c->pid, why, sizeof(why));
         if (!m)
-                return conn_refuse(c, EPERM, "the process is in no slice");
-        if (c->uid != 0 && c->uid != m->uid)
+                return conn_refuse(c, EPERM, why);
+        /* A local slice's processes run as its owner (root may join any).
+         * A Kubernetes container runs as whatever uid its image says, so a
+         * uid proves nothing there and must not refuse it: the mount
+         * identity member_of_pid matched is the proof. */
+        if (m->kind != GS_SLICE_KUBE && c->uid != 0 && c->uid != m->uid)
                 return conn_refuse(c, EPERM, "the process's uid is not its slice's");
         c->m = m;
         c->hello = true;

@@ -3,9 +3,11 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "macro.h"
@@ -69,4 +71,52 @@ int proc_uid(pid_t pid, uid_t *ret)
                 return -EINVAL;
         *ret = (uid_t)v;
         return 0;
+}
+
+pid_t proc_parent(pid_t pid)
+{
+        char path[64], buf[512];
+        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -1;
+        ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        if (n <= 0)
+                return -1;
+        buf[n] = '\0';
+        const char *p = strrchr(buf, ')');
+        if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
+                return -1;
+        char *end = NULL;
+        errno = 0;
+        long ppid = strtol(p + 4, &end, 10);
+        if (errno || end == p + 4 || *end != ' ' || ppid < 0 || ppid > INT32_MAX)
+                return -1;
+        return (pid_t)ppid;
+}
+
+int proc_root_stat_dir(pid_t pid, const char *path, struct stat *ret)
+{
+        char root[32];
+        snprintf(root, sizeof(root), "/proc/%d/root", (int)pid);
+        _cleanup_close_ int fd = open(root, O_PATH | O_DIRECTORY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        for (const char *p = path; *p;) {
+                size_t n = strcspn(p, "/");
+                if (n > NAME_MAX)
+                        return -ENAMETOOLONG;
+                if (n) {
+                        char comp[NAME_MAX + 1];
+                        memcpy(comp, p, n);
+                        comp[n] = '\0';
+                        int next = openat(fd, comp, O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+                        if (next < 0)
+                                return -errno;
+                        close(fd);
+                        fd = next;
+                }
+                p += n + (p[n] == '/');
+        }
+        return fstat(fd, ret) < 0 ? -errno : 0;
 }

@@ -25,6 +25,9 @@ def main():
     sc = c["securityContext"]
     assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
     assert sc["capabilities"]["drop"] == ["ALL"]
+    # Pods' processes are identified through /proc/<pid>/root (arbiter).
+    assert "SYS_PTRACE" in sc["capabilities"]["add"], "SYS_PTRACE not added"
+    assert spec["hostPID"] is True
     assert spec["automountServiceAccountToken"] is False
     assert "--kubelet" in c["args"]
     pod = yaml.safe_load(open(os.path.join(ROOT, "deploy/example-pod.yaml")))

@@ -1,0 +1,92 @@
+/* gpusliced's compute arbiter service, inside: the state shared by
+ * arbiter_server.c (pages, connections, timer) and arbiter_members.c (which
+ * slice a connecting process belongs to). Not for other files. */
+#ifndef GS_DAEMON_ARBITER_SERVER_INT_H
+#define GS_DAEMON_ARBITER_SERVER_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "arbiter.h"
+#include "daemon.h"
+#include "gpuslice/arbiter_proto.h"
+#include "lease_page.h"
+
+#define ARB_MAX_CONNS 1024                 /* shim connections (all slices) */
+#define ARB_SAMPLES 21                     /* charge samples: one second of beats */
+#define ARB_PID_DEPTH 64                   /* parent chain walked to find a slice */
+
+enum arb_sub { ARB_TIMER, ARB_CONN };
+
+struct arb_watch {
+        struct watch w; /* kind WATCH_ARB */
+        enum arb_sub sub;
+};
+
+struct arb_member {
+        char id[GS_SLICE_ID_MAX + 1];
+        enum gs_slice_kind kind;
+        unsigned gpu;           /* position in d->inv */
+        int slot;               /* in that GPU's arbiter */
+        pid_t pid;
+        uid_t uid;
+        /* GS_SLICE_KUBE: identity of the slice's directory on the host,
+         * which the device plugin bind-mounts into its containers at
+         * DP_CONTAINER_SLICE_DIR (see arb_member_of_pid). */
+        bool dir_known;
+        dev_t dir_dev;
+        ino_t dir_ino;
+        uint32_t milli;
+        enum gs_compute_policy policy;
+        struct lease_page page;
+        uint64_t w_gen, w_start, w_until; /* what the page shows (arbiter gen) */
+        bool hold_open;         /* a hold whose DONEs are awaited */
+        bool hold_lost;         /* a process owing a DONE hung up */
+        uint64_t hold_gen, hold_busy;
+        uint64_t s_t[ARB_SAMPLES], s_c[ARB_SAMPLES];
+        unsigned s_pos, s_n;
+        bool seen;
+};
+
+struct arb_conn {
+        struct arb_watch aw;
+        pid_t pid;
+        uid_t uid;
+        struct arb_member *m;   /* NULL before HELLO, or once the slice is freed */
+        bool hello, pending, owes, dead;
+        uint8_t in[GS_ARB_MSG_SIZE];
+        size_t in_len;
+};
+
+struct arb_gpu {
+        struct gs_arbiter a;
+        struct arb_member *slot[GS_ARB_MAX_SLICES];
+        uint64_t wake_at;
+};
+
+struct arbsrv {
+        uint64_t epoch, gen_base;
+        struct arb_watch timer;
+        struct arb_gpu *gpus;
+        unsigned n_gpus;
+        struct arb_member *members[GS_LEDGER_MAX_SLICES];
+        size_t n_members;
+        struct arb_conn *conns[ARB_MAX_CONNS];
+        uint64_t next_beat;
+        unsigned beats;
+};
+
+/* Remember the identity (st_dev, st_ino) of Kubernetes slice m's directory
+ * on the host, `dir`. False, leaving it unknown (tried again when a process
+ * says HELLO), when it cannot be read. */
+bool arb_member_learn_dir(struct arb_member *m, const char *dir);
+
+/* The member (slice) the process `pid` (a peer's SO_PEERCRED pid) belongs
+ * to: a local slice whose process is pid or its nearest ancestor, else the
+ * Kubernetes slice whose directory is mounted at DP_CONTAINER_SLICE_DIR in
+ * pid's mount namespace. NULL, with the reason in why, when it is in none. */
+struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, size_t why_size);
+
+#endif /* GS_DAEMON_ARBITER_SERVER_INT_H */
