@@ -6,7 +6,8 @@
  * process enters the simulator it advances the device from the last
  * simulated time to the present. Work items complete in FIFO order per
  * context; zero-length items (event markers, gs_busy(0)) complete as soon as
- * they reach the head of their queue while the context is scheduled. */
+ * they reach the head of their queue while the context is scheduled, and
+ * markers right behind a kernel complete when it does. */
 #include "sim_state.h"
 
 #include <string.h>
@@ -94,8 +95,17 @@ void sim_advance(struct sim_state *st, int dev, uint64_t now)
                 int p = st->ctx[c].proc;
                 if (p >= 0 && p < SIM_MAX_PROCS)
                         st->proc[p].busy[dev] += run;
-                if (w->remaining_ns == 0)
+                if (w->remaining_ns == 0) {
+                        /* The context is still resident when its kernel
+                         * ends: markers right behind it complete at that
+                         * instant, even when the slice ends there too (a
+                         * kernel ending exactly on a slice boundary is
+                         * common here, rare on hardware, and must not hold
+                         * an event back for a whole round). */
                         complete_head(st, c, d->now_ns);
+                        while (st->ctx[c].count && head_item(st, c)->remaining_ns == 0)
+                                complete_head(st, c, d->now_ns);
+                }
                 if (d->now_ns >= d->slice_end && next_ctx(st, dev, c) == c)
                         d->slice_end = d->now_ns + st->timeslice_ns; /* alone: keep going */
                 snapshot(st, dev);

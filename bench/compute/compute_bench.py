@@ -178,7 +178,8 @@ def noisy(args, rep, seconds):
     rep.line(f"== noisy neighbour: 300m slice serving {rate} req/s (half its capacity; "
              f"{per_req} x 500us per request), then a 700m neighbour saturating (1ms kernels)")
     figs = {}
-    with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels) as w:
+    with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels,
+               trace=args.trace) as w:
         argv = [w.prog("gs-reqload"), "--rate", str(rate), "--kernel", "500us",
                 "--kernels", str(per_req), "--duration", f"{seconds}s", "--warmup", "1s"]
         a = w.slice("serve-alone", 300, "share", argv)
@@ -187,6 +188,7 @@ def noisy(args, rep, seconds):
                      [w.prog("gs-burn"), "--kernel", "1ms", "--duration", f"{seconds + 10}s"])
         try:
             nb.program_pid()
+            w.start_tracer()
             time.sleep(1.0)
             b = w.slice("serve-noisy", 300, "share", argv)
             figs["noisy"] = b.wait(timeout=seconds + 60)

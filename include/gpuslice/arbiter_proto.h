@@ -17,9 +17,10 @@
  *    not FUTEX_PRIVATE) to wake shim threads waiting for a lease.
  *    Reader protocol (shim): s1 = load_acquire(seq); if odd, retry; read
  *    gen/start/until; s2 = load_acquire(seq); retry if s1 != s2. A launch
- *    may go when now < until (start may lie ahead: work queued early runs
- *    from then on) and the gate's own estimate of its queued work's end is
- *    below until and less than GS_ARB_AHEAD_NS ahead of now.
+ *    may go when start - GS_ARB_PRESTART_NS <= now < until (start may lie
+ *    ahead: the previous holder's queued work is predicted to drain then)
+ *    and the gate's own estimate of its queued work's end is less than
+ *    GS_ARB_AHEAD_NS ahead of now.
  *    `heartbeat_ns` is refreshed at least every GS_ARB_HEARTBEAT_NS; a shim
  *    that sees it older than GS_ARB_STALE_NS, or `epoch` change, or the
  *    socket fail, treats the daemon as gone (local enforcement, below).
@@ -85,7 +86,16 @@ extern "C" {
 
 #define GS_ARB_HEARTBEAT_NS (100ull * 1000 * 1000)
 #define GS_ARB_STALE_NS (1000ull * 1000 * 1000)
-#define GS_ARB_MAX_WAIT_NS (2000ull * 1000 * 1000)
+/* A thread waits at most this long for a lease from a live daemon (one
+ * that beats); then its process falls back to local enforcement. Long: a
+ * small share among long kernels waits seconds for its turn (50m among
+ * 50 ms kernels: ~1 s), and falling back early makes it run outside the
+ * arbiter, unreported. A daemon that stops beating is left after
+ * GS_ARB_STALE_NS. */
+#define GS_ARB_MAX_WAIT_NS (30000ull * 1000 * 1000)
+/* A lease may be used this long before its start: the first launch reaches
+ * the device by the time the previous holder's work drains. */
+#define GS_ARB_PRESTART_NS (100ull * 1000)
 #define GS_ARB_RECONNECT_NS (500ull * 1000 * 1000)
 #define GS_ARB_AHEAD_NS (1000ull * 1000)
 /* The largest busy time a DONE may report (an hour); larger is malformed. */

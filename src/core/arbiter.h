@@ -16,14 +16,15 @@
  *
  * Grants end at expiry or when the holder reports it went idle. The next
  * holder is decided `lead_ns` before a lease ends (the caller wakes at
- * decision.wake_at), so the successor can queue work that starts the moment
- * the lease ends. At that point the holder is charged the lease's length
+ * decision.wake_at). At that point the holder is charged the lease's length
  * provisionally; if it is still the best choice its lease is extended in
- * place (no hand-off). Otherwise, if its last hold overran by at most
- * pipeline_tail_ns (short kernels), the successor's lease starts where this
- * one ends and the old holder drains in the background; if not (long
- * kernels, or nothing known yet), the arbiter waits (state DRAINING) for
- * the holder's report. Either way the holder reports how much device time
+ * place (no hand-off). Otherwise, if its recent holds overran by at most
+ * pipeline_tail_ns (short kernels) and its lease was not cut for a waker,
+ * the successor's lease starts when the old holder's queued work is
+ * predicted to drain (lease end + its recent overrun; moved up when its
+ * report comes sooner) and the old holder drains in the background; if not
+ * (long kernels, nothing known yet, or a cut), the arbiter waits (state
+ * DRAINING) for the holder's report. Either way the holder reports how much device time
  * its whole hold actually took once its work drained (gs_arbiter_done); the
  * difference from the provisional charge is applied to its virtual time, so
  * overruns (a 50 ms kernel in a 4 ms lease) become debt and the long-run
@@ -55,7 +56,7 @@
 #define GS_ARB_DEFAULT_MIN_GRANT_NS (1 * GS_ARB_NS_PER_MS)
 #define GS_ARB_DEFAULT_DRAIN_TIMEOUT_NS (250 * GS_ARB_NS_PER_MS)
 #define GS_ARB_DEFAULT_LEAD_NS (200 * 1000ull)
-#define GS_ARB_DEFAULT_PIPELINE_TAIL_NS (1 * GS_ARB_NS_PER_MS)
+#define GS_ARB_DEFAULT_PIPELINE_TAIL_NS (4 * GS_ARB_NS_PER_MS)
 
 struct gs_arbiter_params {
         uint64_t quantum_ns;       /* grant length; 0 = default */
@@ -83,9 +84,9 @@ struct gs_arb_decision {
         enum gs_arb_state state;
         int slot;             /* holder (GRANTED, DRAINING), else -1 */
         uint64_t gen;         /* grant generation: changes with every new hold */
-        uint64_t grant_start; /* GRANTED: lease start; may lie ahead of now (the
-                               * holder may queue work from now on, to run
-                               * from then on) */
+        uint64_t grant_start; /* GRANTED: the hold's start; may lie ahead of
+                               * now (a pipelined hand-off: the previous
+                               * holder's work is predicted to drain then) */
         uint64_t grant_until; /* GRANTED: lease end (CLOCK_MONOTONIC ns) */
         uint64_t wake_at;     /* call gs_arbiter_next again at this time at the
                                * latest (GS_ARB_NEVER: only when an event comes) */
@@ -111,6 +112,7 @@ struct gs_arb_slice {
         uint64_t grants;         /* holds begun (metrics) */
         uint64_t debt_ns;        /* total overrun beyond the provisional charge */
         uint64_t tail_ns;        /* last hold's overrun; GS_ARB_NEVER: none seen */
+        uint64_t tail_hi_ns;     /* decaying high-water mark of tail_ns (same NEVER) */
 };
 
 /* One GPU's arbiter. Caller-owned; initialise with gs_arbiter_init. */
@@ -125,6 +127,7 @@ struct gs_arbiter {
         uint64_t grant_start;  /* the current segment began (grant or renewal) */
         uint64_t grant_until;
         uint64_t drain_deadline;
+        bool cut;              /* the current lease was cut for a waker */
         uint64_t vclock;       /* system virtual time: start tag of the last grant */
         uint64_t last_now;     /* time never goes backwards */
 };
@@ -150,7 +153,8 @@ int gs_arbiter_slice_update(struct gs_arbiter *a, int slot, uint32_t milli,
 
 /* The slice has work to launch ("I want the GPU"). If a lender holds the GPU
  * and the waker has the better claim, the holder's grant is cut to
- * max(now, grant start + min_grant): call gs_arbiter_next afterwards. The
+ * max(now, hold start + min_grant) (a renewal not yet begun is given up):
+ * call gs_arbiter_next afterwards. The
  * cut is considered also when the slice was marked pending already (a
  * report said so, or the flag outlived a hand-off). Returns 0 or -ENOENT.
  * Idempotent. */

@@ -8,6 +8,7 @@
 #include <linux/futex.h>
 #include <signal.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,6 +42,7 @@
  * gate's bound) leaves its stream empty for the tens of microseconds it
  * takes to launch the next one. */
 #define EARLY_POLL_NS (250 * US)
+#define UNUSED_POLL_NS (500 * US)
 
 bool shim_gate_on;
 struct shim_gate_cu shim_gate_cu;
@@ -63,6 +65,7 @@ static _Atomic uint64_t unit_ns = GS_ARB_AHEAD_NS; /* device time of one launch 
 static _Atomic uint64_t launches;        /* flushed per-thread launch counts */
 static _Atomic int waiters;              /* threads waiting for a lease */
 static _Atomic bool local_failed;        /* the local file is unusable: gate open */
+static _Atomic bool told_pending;        /* daemon: the last thing it heard was "pending" */
 
 /* Start-up and the background thread, under shim_hold_mu. */
 static bool started;
@@ -253,6 +256,30 @@ static void close_hold_locked(void)
         close_hold_at(false);
 }
 
+/* The hold's lease ran out: end it. A launch admitted just before the end
+ * may still be on its way into the driver; its work would land after the
+ * end events and be measured in no hold. So new launches are kept out
+ * first (`joined` cleared), then the admitted ones are let through (inflight minus the
+ * threads waiting in the gate; at most ~2 ms), then the hold is closed
+ * unless a thread joined a new one meanwhile. Hold lock held. */
+static void close_expired_locked(void)
+{
+        uint64_t key = hold_key;
+        atomic_store_explicit(&joined, 0, memory_order_seq_cst);
+        pthread_mutex_unlock(&shim_hold_mu);
+        for (int i = 0; i < 200; i++) {
+                int admitted = atomic_load_explicit(&shim_gate_inflight, memory_order_seq_cst) -
+                               atomic_load_explicit(&waiters, memory_order_seq_cst);
+                if (admitted <= 0)
+                        break;
+                struct timespec ts = { 0, 10 * 1000 };
+                nanosleep(&ts, NULL);
+        }
+        pthread_mutex_lock(&shim_hold_mu);
+        if (hold_key == key)
+                close_hold_locked();
+}
+
 /* A probed launch took u ns: the first sample replaces the initial guess;
  * a smaller one replaces the estimate, a larger one moves it by an eighth.
  * A probe spans its launch's wait behind work queued before it (other
@@ -275,15 +302,25 @@ static void learn_unit(uint64_t u)
  * for a lease now; a thread that starts waiting after that was read sends
  * its own WANT after this DONE (want_gen is reset first), so the daemon
  * never ends up thinking an idle process waits, or a waiting one idles. */
+/* WANT: this process has a thread waiting for a lease. */
+static void send_want(void)
+{
+        atomic_store(&told_pending, true);
+        if (!shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0))
+                go_local("lost the daemon socket");
+}
+
 static void report_daemon(uint64_t gen, uint64_t busy)
 {
         if (busy > GS_ARB_MAX_BUSY_NS)
                 busy = GS_ARB_MAX_BUSY_NS;
         atomic_store(&want_gen, UINT64_MAX);
         bool pending = atomic_load(&waiters) > 0;
-        if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0) ||
-            (!pending && atomic_load(&waiters) > 0 && !shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0)))
+        atomic_store(&told_pending, pending);
+        if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0))
                 go_local("lost the daemon socket");
+        else if (!pending && atomic_load(&waiters) > 0)
+                send_want();
 }
 
 static void report(uint64_t gen, int src, uint64_t busy)
@@ -383,10 +420,17 @@ static inline bool admit(uint64_t now, uint64_t until)
         return true;
 }
 
-static inline bool lease_valid(struct src *src, struct shim_lease *l, uint64_t now)
+/* The page shows a lease that has not ended (it may not have begun). */
+static inline bool lease_current(struct src *src, struct shim_lease *l, uint64_t now)
 {
         return shim_gate_lease_read(src->page, l) && now < l->until &&
                atomic_load_explicit(&src->page->epoch, memory_order_acquire) == src->epoch;
+}
+
+/* The page shows a lease that may be used now. */
+static inline bool lease_valid(struct src *src, struct shim_lease *l, uint64_t now)
+{
+        return lease_current(src, l, now) && now + GS_ARB_PRESTART_NS >= l->start;
 }
 
 /* True when every launch on `s` (this thread's stream) has completed. */
@@ -428,7 +472,15 @@ static CUresult slow(CUstream s)
                         break;
                 uint32_t fv = atomic_load_explicit(&src->page->futex, memory_order_acquire);
                 struct shim_lease l = { 0 };
-                bool valid = lease_valid(src, &l, now);
+                bool current = lease_current(src, &l, now);
+                if (current && now + GS_ARB_PRESTART_NS < l.start) {
+                        /* Granted, from when the previous holder's work is
+                         * predicted to drain (the page changes if sooner). */
+                        shim_gate_futex_wait(&src->page->futex, fv,
+                                             clamp_wait(l.start - GS_ARB_PRESTART_NS - now));
+                        continue;
+                }
+                bool valid = current;
                 uint64_t key = KEY(l.gen, src->id);
                 if (valid && src == &src_daemon && key == atomic_load(&closed_key))
                         valid = false;
@@ -477,13 +529,13 @@ static CUresult slow(CUstream s)
                 }
                 /* Daemon: ask once per lease waited for, then wait (bounded). */
                 uint64_t seen = l.gen, prev = atomic_load(&want_gen);
-                if (prev != seen && atomic_compare_exchange_strong(&want_gen, &prev, seen) &&
-                    !shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0)) {
-                        go_local("lost the daemon socket");
-                        continue;
+                if (prev != seen && atomic_compare_exchange_strong(&want_gen, &prev, seen)) {
+                        send_want();
+                        if (atomic_load(&cur_src) != &src_daemon)
+                                continue;
                 }
                 if (now - t0 >= GS_ARB_MAX_WAIT_NS) {
-                        go_local("no lease from the daemon in 2 s");
+                        go_local("no lease from the daemon in 30 s");
                         continue;
                 }
                 shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(GS_ARB_MAX_WAIT_NS - (now - t0)));
@@ -595,6 +647,10 @@ static void *bg_main(void *arg)
 {
         (void)arg;
         uint64_t next_retry = 0, ticked_until = 0;
+        /* This thread (the shim's own) waits for a hold's drain and reports
+         * it; the next slice waits for that report. The default 50 us timer
+         * slack would delay every hand-off by up to that much. */
+        prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
         pthread_mutex_lock(&shim_hold_mu);
         for (;;) {
                 pthread_mutex_unlock(&shim_hold_mu);
@@ -608,7 +664,7 @@ static void *bg_main(void *arg)
                         if (!shim_daemon_page() && shim_daemon_connect(conf) == 0) {
                                 atomic_store(&want_gen, UINT64_MAX);
                                 if (atomic_load(&waiters) > 0)
-                                        shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0);
+                                        send_want();
                         }
                         try_daemon_lease(now);
                 }
@@ -620,6 +676,15 @@ static void *bg_main(void *arg)
                                 uint64_t w = unused_lease(now);
                                 if (w < wake)
                                         wake = w;
+                                /* The daemon may grant this process a lease
+                                 * that no thread comes to use (they were
+                                 * busy elsewhere): look at the page often
+                                 * enough to report it unused promptly, or the
+                                 * GPU waits for that report (it waited up to
+                                 * a heartbeat, 100 ms). Only while the daemon
+                                 * thinks this process has work. */
+                                if (atomic_load(&told_pending) && now + UNUSED_POLL_NS < wake)
+                                        wake = now + UNUSED_POLL_NS;
                         }
                         timed_wait_locked(wake);
                         continue;
@@ -640,7 +705,7 @@ static void *bg_main(void *arg)
                 }
                 uint64_t grace = hs == &src_daemon ? CLOSE_GRACE_NS : 0;
                 if (!same || now >= l.until + grace) {
-                        close_hold_locked();
+                        close_expired_locked();
                         continue;
                 }
                 if (hs == &src_daemon && try_close_early())
@@ -669,6 +734,7 @@ void shim_gate_atfork_child(void)
         atomic_store(&want_gen, UINT64_MAX);
         atomic_store(&launches, 0);
         atomic_store(&waiters, 0);
+        atomic_store(&told_pending, false);
         atomic_store(&shim_gate_inflight, 0);
         atomic_store(&cur_src, NULL);
         t = (struct tls){ 0 };

@@ -22,7 +22,7 @@
 #include "shim_gate.h"
 
 #define LOCAL_MAGIC 0x314c434f4c534753ULL /* "SGSLOCL1" */
-#define LOCAL_VERSION 1u
+#define LOCAL_VERSION 2u /* 2: the arbiter state grew (tail high-water mark, cut flag) */
 #define LOCAL_FILE "compute.local"
 
 struct local_state {

@@ -79,12 +79,14 @@ static void test_grant_lease_and_renewal(void **state)
         gs_arbiter_next(&a, 4 * MS + 20 * US, &d);
         assert_int_equal(d.state, GS_ARB_GRANTED);
         assert_true(d.gen != gen);
-        /* Now the tail is known short: a lone slice is renewed in place. */
-        uint64_t until = d.grant_until;
+        /* Now the tail is known short: a lone slice is renewed in place,
+         * and the lease it sees still starts where its hold began (a lease
+         * in use must not appear to start in the future). */
+        uint64_t until = d.grant_until, start = d.grant_start;
         gs_arbiter_next(&a, d.wake_at, &d);
         assert_int_equal(d.state, GS_ARB_GRANTED);
         assert_false(d.new_grant);
-        assert_true(d.grant_start == until);
+        assert_true(d.grant_start == start);
         assert_true(d.grant_until == until + GS_ARB_DEFAULT_QUANTUM_NS);
 }
 
@@ -585,6 +587,48 @@ static void test_dead_holder_model(void **state)
         gs_arbm_result_done(&r);
 }
 
+/* Once the holder's tail is known (1 ms here), its successor's lease starts
+ * when that tail is predicted to drain, not at the lease end (the two would
+ * share the device); an earlier drain report moves the start up. */
+static void test_pipelined_start_after_tail(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int x = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        int y = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, x, 0);
+        gs_arbiter_want(&a, y, 0);
+        /* First holds: tails unknown, each drains; each overran by 1 ms. */
+        gs_arbiter_next(&a, 0, &d);
+        assert_int_equal(d.slot, x);
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 5 * MS, true, 5 * MS), 0);
+        gs_arbiter_next(&a, 5 * MS, &d);
+        assert_int_equal(d.slot, y);
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_int_equal(gs_arbiter_done(&a, y, d.gen, 5 * MS, true, 10 * MS), 0);
+        gs_arbiter_next(&a, 10 * MS, &d);
+        assert_int_equal(d.slot, x);
+        assert_true(d.grant_until == 14 * MS);
+        uint64_t xgen = d.gen;
+        /* x's lease ends at 14 ms with ~1 ms queued: y starts at 15 ms. */
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, y);
+        assert_true(d.new_grant);
+        assert_true(d.grant_start == 15 * MS);
+        /* x drained sooner: y's lease starts at x's report. */
+        assert_int_equal(gs_arbiter_done(&a, x, xgen, 4 * MS + 500 * US, true, 14 * MS + 600 * US), 0);
+        gs_arbiter_next(&a, 14 * MS + 600 * US, &d);
+        assert_int_equal(d.slot, y);
+        assert_true(d.grant_start == 14 * MS + 600 * US);
+        assert_true(d.grant_until == 18 * MS + 600 * US);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -611,6 +655,7 @@ int main(void)
                 cmocka_unit_test(test_cap_alone),
                 cmocka_unit_test(test_idle_taken_back),
                 cmocka_unit_test(test_dead_holder_model),
+                cmocka_unit_test(test_pipelined_start_after_tail),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
