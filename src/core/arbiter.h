@@ -152,9 +152,10 @@ int gs_arbiter_slice_update(struct gs_arbiter *a, int slot, uint32_t milli,
                             enum gs_compute_policy policy, uint64_t now);
 
 /* The slice has work to launch ("I want the GPU"). If a lender holds the GPU
- * and the waker has the better claim, the holder's grant is cut to
- * max(now, hold start + min_grant) (a renewal not yet begun is given up):
- * call gs_arbiter_next afterwards. The
+ * and the waker has the better claim (or an equal one while the holder's
+ * renewal has not begun), the holder's grant is cut to max(now, hold start
+ * + min_grant) (a renewal not yet begun is given up): call gs_arbiter_next
+ * afterwards. The
  * cut is considered also when the slice was marked pending already (a
  * report said so, or the flag outlived a hand-off). Returns 0 or -ENOENT.
  * Idempotent. */

@@ -179,7 +179,11 @@ class Holder:
     def __init__(self, sock, page):
         self.sock = sock
         self.page = page
-        self.segments = {}  # (gen, start) -> until
+        # gen -> (start, until): the latest the page showed for that lease.
+        # A renewal extends `until`; a pipelined lease's start may be moved
+        # up (its predecessor drained sooner than predicted): either way the
+        # page describes the whole lease, so it replaces, never adds.
+        self.segments = {}
         self.hold = None    # gen of the hold being used
         self.hold_busy = 0
         self.sock.setblocking(False)
@@ -194,17 +198,18 @@ class Holder:
             if self.hold is not None and gen != self.hold:
                 self.done(pending)
             self.hold = gen
-            self.segments[(gen, start)] = until
+            self.segments[gen] = (start, until)
             return True
         if self.hold is not None:
             self.done(pending)
         return False
 
     def done(self, pending):
-        busy = sum(u - s for (g, s), u in self.segments.items() if g == self.hold)
+        s, u = self.segments.get(self.hold, (0, 0))
+        busy = u - s
         self.sock.sendall(msg(DONE, gen=self.hold, value=max(busy, 0),
                               flags=F_PENDING if pending else 0))
         self.hold = None
 
     def granted(self, since=0):
-        return sum(max(0, u - max(s, since)) for (g, s), u in self.segments.items() if u > since)
+        return sum(max(0, u - max(s, since)) for s, u in self.segments.values() if u > since)

@@ -51,7 +51,7 @@ try:
     check(g1 > 0 and g2 > 0, "a slice got nothing: %d %d" % (g1, g2))
     share1 = 100.0 * g1 / (g1 + g2)
     grants = len(h1.segments) + len(h2.segments)
-    print("250m/750m: %.1f%% / %.1f%% of granted time over %d lease segments" %
+    print("250m/750m: %.1f%% / %.1f%% of granted time over %d leases" %
           (share1, 100 - share1, grants))
     check(grants >= 100, "too few leases: %d" % grants)
     check(abs(share1 - 25.0) <= 5.0, "250m got %.1f%% of the granted time" % share1)

@@ -629,6 +629,40 @@ static void test_pipelined_start_after_tail(void **state)
         assert_true(d.grant_until == 18 * MS + 600 * US);
 }
 
+/* A slice that wakes while the holder's renewal is decided but not begun
+ * ties with it, and that tie goes to the waker: the renewal is given up
+ * (ended where it would begin, nothing charged for it), the holder drains
+ * and the waker follows. */
+static void test_waker_tie_cuts_renewal(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int x = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, x, 0);
+        gs_arbiter_next(&a, 0, &d);
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 4 * MS, true, 4 * MS), 0);
+        gs_arbiter_next(&a, 4 * MS, &d);
+        assert_true(d.grant_until == 8 * MS);
+        gs_arbiter_next(&a, d.wake_at, &d); /* 7.8 ms: renewed to 12 ms */
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_true(d.grant_until == 12 * MS);
+        uint64_t charged = a.s[x].charged_ns;
+        int y = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 7 * MS + 900 * US);
+        gs_arbiter_want(&a, y, 7 * MS + 900 * US);
+        gs_arbiter_next(&a, 7 * MS + 900 * US, &d);
+        assert_int_equal(d.slot, x);
+        assert_true(d.grant_until == 8 * MS);
+        assert_true(a.s[x].charged_ns == charged); /* the empty renewal costs nothing */
+        /* x's work ran 0.2 ms past its lease: y now has the better claim. */
+        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 4 * MS + 200 * US, true, 8 * MS + 200 * US), 0);
+        gs_arbiter_next(&a, 8 * MS + 200 * US, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, y);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -656,6 +690,7 @@ int main(void)
                 cmocka_unit_test(test_idle_taken_back),
                 cmocka_unit_test(test_dead_holder_model),
                 cmocka_unit_test(test_pipelined_start_after_tail),
+                cmocka_unit_test(test_waker_tie_cuts_renewal),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
