@@ -4,7 +4,9 @@ temporary directory), slices started with `gpuslice run`, and the ground
 truth of how much device time each slice's process got.
 
 Ground truth, never the shim's own accounting:
-  * "smi" (simgpu): `simgpu-smi --json` busy_ns per process, sampled.
+  * "smi" (simgpu): simgpu's busy_ns per process, sampled every 1 ms by
+    gs-simtrace (start_sampler); `simgpu-smi --json` where a single reading
+    is enough.
   * "kernels" (real GPU; also runnable on simgpu): the load program gs-burn
     appends "<CLOCK_MONOTONIC ns> <completed kernels>" as its units complete;
     completed gs_busy kernels x their length is the device time it got. This
@@ -178,6 +180,7 @@ class World:
         self.build, self.source, self.sim = os.path.abspath(build), source, sim
         self.trace = trace  # diagnostic: a directory to keep the traces in (sim only)
         self.tracer = None
+        self.sampler = None
         self.tmp = tempfile.mkdtemp(prefix="gs-compute.")
         self.gpuslice = os.path.join(self.build, "src/cli/gpuslice")
         self.daemon_bin = os.path.join(self.build, "src/daemon/gpusliced")
@@ -243,7 +246,38 @@ class World:
                                             os.path.join(self.tmp, "sim.trace"), "100"],
                                            env=self.env, stdin=subprocess.DEVNULL)
 
+    def start_sampler(self, period_us=1000):
+        """Ground truth on simgpu: gs-simtrace reads simgpu's per-process
+        busy counters every `period_us` (1 ms) until stop_sampler(). Finer
+        than simgpu-smi every ~100 ms, whose windows' edges had to be
+        interpolated: with 50 ms kernels that misplaced up to half a
+        kernel per edge (measured: 1.8-2.9 points over 1 s where the
+        counters themselves say 0.6)."""
+        path = os.path.join(self.tmp, "truth.trace")
+        self.sampler = (subprocess.Popen([self.prog("gs-simtrace"), path, str(period_us)],
+                                         env=self.env, stdin=subprocess.DEVNULL), path)
+
+    def stop_sampler(self):
+        """{pid: [(t_ns, busy_ns)]} from the sampler started by start_sampler."""
+        proc, path = self.sampler
+        self.sampler = None
+        proc.send_signal(signal.SIGTERM)
+        if proc.wait(timeout=30) != 0:
+            raise HarnessError(f"gs-simtrace exited with {proc.returncode}")
+        out = {}
+        with open(path) as f:
+            for line in f:
+                p = line.split()
+                t = int(p[0])
+                for x in p[2:]:
+                    pid, busy, _ = x.split(":")
+                    out.setdefault(int(pid), []).append((t, int(busy)))
+        return out
+
     def close(self):
+        if self.sampler:
+            self.sampler[0].kill()
+            self.sampler[0].wait()
         if self.tracer:
             self.tracer.send_signal(signal.SIGTERM)
             self.tracer.wait()

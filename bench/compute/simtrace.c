@@ -1,5 +1,6 @@
-/* gs-simtrace: a diagnostic timeline of simgpu's device 0 for tuning the
- * compute gate (not a benchmark figure, not a test).
+/* gs-simtrace: a timeline of simgpu's device 0: the compute benchmark's
+ * ground truth on simgpu (every 1 ms), and a diagnostic for tuning the
+ * compute gate (every 100 us, compute_bench.py --trace).
  *
  *   gs-simtrace OUT [PERIOD_US]   (SIMGPU_* environment as for simgpu-smi)
  *
