@@ -68,8 +68,9 @@ struct gs_arbiter_params {
         uint64_t lead_ns;          /* decide a lease's successor (or renewal) this
                                     * long before it ends; 0 = default */
         uint64_t pipeline_tail_ns; /* hand off without waiting for the drain
-                                    * report when the holder's last tail (busy
-                                    * beyond its leases) was at most this; 0 =
+                                    * report when the holder's recent tails
+                                    * (busy beyond its leases; a decaying
+                                    * high-water mark) were at most this; 0 =
                                     * default; GS_ARB_NEVER = always wait */
 };
 
