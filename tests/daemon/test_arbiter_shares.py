@@ -26,6 +26,19 @@ def slice_with_page(w, milli, policy=None):
     return a, page, s, get(reply, "id")
 
 
+def free_slices(w, socks, agents, pages):
+    """Close the connections, end the slices' owners, wait until the daemon
+    freed their slices, then unmap their pages."""
+    for s in socks:
+        s.close()
+    for a in agents:
+        a.kill()
+        a.wait()
+    w.wait_for(lambda: not w.slices(), what="slices freed")
+    for p in pages:
+        p.close()
+
+
 def run(holders, seconds):
     for h in holders:
         h.want()
@@ -60,14 +73,7 @@ try:
     check("gpu_time" in recs[id1] and "gpu_time" in recs[id2], "no gpu_time in the list: %r" % recs)
     print("gpuslice ls gpu_time: %s / %s" % (recs[id1]["gpu_time"], recs[id2]["gpu_time"]))
 
-    s1.close()
-    s2.close()
-    for a in (a1, a2):
-        a.kill()
-        a.wait()
-    w.wait_for(lambda: not w.slices(), what="slices freed")
-    p1.close()
-    p2.close()
+    free_slices(w, (s1, s2), (a1, a2), (p1, p2))
 
     # 2. A holder that hangs up is released at once. Fresh slices: a first
     # hold is never handed on before its DONE, so without the hang-up the
@@ -95,13 +101,7 @@ try:
     check(until > t_close, "no lease for slice 2 after the holder hung up")
     check(waited_ms < 100, "slice 2 waited %.1f ms after the holder hung up" % waited_ms)
     check(p1.lease()[2] <= max(start, now_ns()), "the dead holder's page still shows a lease")
-    s2.close()
-    for a in (a1, a2):
-        a.kill()
-        a.wait()
-    w.wait_for(lambda: not w.slices(), what="slices freed")
-    p1.close()
-    p2.close()
+    free_slices(w, (s2,), (a1, a2), (p1, p2))
 
     # 3. cap alone never exceeds its share.
     a3, p3, s3, _ = slice_with_page(w, 300, "cap")

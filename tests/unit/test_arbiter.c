@@ -20,6 +20,21 @@
 #define MS (1000ull * US)
 #define S (1000ull * MS)
 
+/* The next hold is granted at `now` to `slot` and runs to its lease end;
+ * as a first hold (tail unknown) it drains rather than being renewed or
+ * handed on, and is settled with `busy` reported at `done_at`. */
+static void settled_first_hold(struct gs_arbiter *a, int slot, uint64_t now, uint64_t busy,
+                               uint64_t done_at)
+{
+        struct gs_arb_decision d;
+        gs_arbiter_next(a, now, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, slot);
+        gs_arbiter_next(a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_int_equal(gs_arbiter_done(a, slot, d.gen, busy, true, done_at), 0);
+}
+
 /* ---- contract ---------------------------------------------------------- */
 
 static void test_join_validation(void **state)
@@ -101,11 +116,7 @@ static void test_overrun_becomes_debt(void **state)
         int y = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
         gs_arbiter_want(&a, x, 0);
         gs_arbiter_want(&a, y, 0);
-        gs_arbiter_next(&a, 0, &d);
-        assert_int_equal(d.slot, x);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(d.state, GS_ARB_DRAINING);
-        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 50 * MS, true, 50 * MS), 0);
+        settled_first_hold(&a, x, 0, 50 * MS, 50 * MS);
         assert_true(a.s[x].charged_ns == 50 * MS);
         assert_true(a.s[x].debt_ns == 46 * MS);
         /* x's virtual time is ahead by the whole 50 ms (100 ms at 500m), so
@@ -161,16 +172,8 @@ static void test_done_pending_cuts_lender(void **state)
         gs_arbiter_want(&a, r, 0);
         gs_arbiter_want(&a, n, 0);
         /* First holds (tails unknown) are settled before anything else. */
-        gs_arbiter_next(&a, 0, &d);
-        assert_int_equal(d.slot, r);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(d.state, GS_ARB_DRAINING);
-        assert_int_equal(gs_arbiter_done(&a, r, d.gen, 1 * MS, true, 4 * MS), 0);
-        gs_arbiter_next(&a, 4 * MS, &d);
-        assert_int_equal(d.slot, n);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(d.state, GS_ARB_DRAINING);
-        assert_int_equal(gs_arbiter_done(&a, n, d.gen, 4 * MS, true, 8 * MS), 0);
+        settled_first_hold(&a, r, 0, 1 * MS, 4 * MS);
+        settled_first_hold(&a, n, 4 * MS, 4 * MS, 8 * MS);
         gs_arbiter_next(&a, 8 * MS, &d);
         assert_int_equal(d.slot, r);
         uint64_t rgen = d.gen;
@@ -326,10 +329,7 @@ static void test_cap_throttle_wake(void **state)
         gs_arbiter_init(&a, NULL);
         int x = gs_arbiter_slice_join(&a, 100, GS_POLICY_CAP, 0);
         gs_arbiter_want(&a, x, 0);
-        gs_arbiter_next(&a, 0, &d);
-        assert_int_equal(d.slot, x);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        gs_arbiter_done(&a, x, d.gen, 4 * MS, true, 4 * MS);
+        settled_first_hold(&a, x, 0, 4 * MS, 4 * MS);
         /* Credit: 4 ms burst - 4 ms used + 0.4 ms earned < 1 ms minimum; it
          * earns the missing 0.6 ms in 6 ms. */
         gs_arbiter_next(&a, 4 * MS, &d);
@@ -601,16 +601,8 @@ static void test_pipelined_start_after_tail(void **state)
         gs_arbiter_want(&a, x, 0);
         gs_arbiter_want(&a, y, 0);
         /* First holds: tails unknown, each drains; each overran by 1 ms. */
-        gs_arbiter_next(&a, 0, &d);
-        assert_int_equal(d.slot, x);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(d.state, GS_ARB_DRAINING);
-        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 5 * MS, true, 5 * MS), 0);
-        gs_arbiter_next(&a, 5 * MS, &d);
-        assert_int_equal(d.slot, y);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(d.state, GS_ARB_DRAINING);
-        assert_int_equal(gs_arbiter_done(&a, y, d.gen, 5 * MS, true, 10 * MS), 0);
+        settled_first_hold(&a, x, 0, 5 * MS, 5 * MS);
+        settled_first_hold(&a, y, 5 * MS, 5 * MS, 10 * MS);
         gs_arbiter_next(&a, 10 * MS, &d);
         assert_int_equal(d.slot, x);
         assert_true(d.grant_until == 14 * MS);
@@ -641,9 +633,7 @@ static void test_waker_tie_cuts_renewal(void **state)
         gs_arbiter_init(&a, NULL);
         int x = gs_arbiter_slice_join(&a, 300, GS_POLICY_SHARE, 0);
         gs_arbiter_want(&a, x, 0);
-        gs_arbiter_next(&a, 0, &d);
-        gs_arbiter_next(&a, d.wake_at, &d);
-        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 4 * MS, true, 4 * MS), 0);
+        settled_first_hold(&a, x, 0, 4 * MS, 4 * MS);
         gs_arbiter_next(&a, 4 * MS, &d);
         assert_true(d.grant_until == 8 * MS);
         gs_arbiter_next(&a, d.wake_at, &d); /* 7.8 ms: renewed to 12 ms */
