@@ -3,17 +3,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
-#include <limits.h>
 #include <stdbool.h>
-#include <linux/futex.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
+#include "arbiter_page.h"
 #include "macro.h"
 
 static size_t page_len(void)
@@ -111,19 +109,7 @@ void lease_page_write(struct lease_page *pg, uint64_t gen, uint64_t start_ns, ui
         struct gs_arb_page *p = pg->p;
         if (!p)
                 return;
-        uint64_t s = atomic_load_explicit(&p->seq, memory_order_relaxed);
-        if (s & 1u)
-                s++; /* a previous daemon died mid-write */
-        atomic_store_explicit(&p->seq, s + 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_release);
-        atomic_store_explicit(&p->gen, gen, memory_order_relaxed);
-        atomic_store_explicit(&p->start_ns, start_ns, memory_order_relaxed);
-        atomic_store_explicit(&p->until_ns, until_ns, memory_order_relaxed);
-        atomic_store_explicit(&p->seq, s + 2, memory_order_release);
-        atomic_fetch_add_explicit(&p->futex, 1u, memory_order_release);
-        /* A shared futex (not FUTEX_PRIVATE): the waiters are other
-         * processes mapping the same file. */
-        (void)syscall(SYS_futex, (uint32_t *)&p->futex, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+        gs_arb_page_write(p, gen, start_ns, until_ns);
 }
 
 void lease_page_beat(struct lease_page *pg, uint64_t now_ns)

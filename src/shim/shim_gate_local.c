@@ -18,6 +18,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "arbiter_page.h"
 #include "shim.h"
 #include "shim_gate.h"
 
@@ -126,15 +127,7 @@ static void publish(uint64_t gen, uint64_t start, uint64_t until)
         if (atomic_load_explicit(&p->gen, memory_order_relaxed) == gen &&
             atomic_load_explicit(&p->until_ns, memory_order_relaxed) == until)
                 return;
-        uint64_t seq = atomic_load_explicit(&p->seq, memory_order_relaxed);
-        atomic_store_explicit(&p->seq, seq + 1, memory_order_relaxed);
-        atomic_thread_fence(memory_order_release);
-        atomic_store_explicit(&p->gen, gen, memory_order_relaxed);
-        atomic_store_explicit(&p->start_ns, start, memory_order_relaxed);
-        atomic_store_explicit(&p->until_ns, until, memory_order_relaxed);
-        atomic_store_explicit(&p->seq, seq + 2, memory_order_release);
-        atomic_fetch_add_explicit(&p->futex, 1, memory_order_release);
-        shim_gate_futex_wake(&p->futex);
+        gs_arb_page_write(p, gen, start, until);
 }
 
 int shim_local_tick(bool want, struct gs_arb_decision *d)
