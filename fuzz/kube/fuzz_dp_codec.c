@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "device_plugin.h"
+#include "node.h"
+#include "unit_ids.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -21,9 +23,17 @@ static struct dp *plugin(void)
         char tmpl[] = "/tmp/gs-fuzz-dp-XXXXXX";
         if (!mkdtemp(tmpl))
                 abort();
-        struct dp_gpu gpus[2] = {{"GPU-fuzz-0", 16ull << 30, true}, {"GPU-fuzz-1", 8ull << 30, true}};
-        struct dp_config cfg = {.state_dir = tmpl, .release_grace_s = 60};
-        if (dp_new(&cfg, gpus, 2, &d, NULL) < 0)
+        struct node_config nc = {.state_dir = tmpl};
+        struct node *node = NULL;
+        if (node_open(&nc, &node, NULL) < 0)
+                abort();
+        static struct gs_inventory inv = {
+                .gpus = {{.index = 0, .uuid = "GPU-fuzz-0", .memory_total = 16ull << 30, .healthy = true},
+                         {.index = 1, .uuid = "GPU-fuzz-1", .memory_total = 8ull << 30, .healthy = true}},
+                .n_gpus = 2};
+        node_set_inventory_locked(node, &inv);
+        struct dp_config cfg = {.node = node, .release_grace_s = 60};
+        if (dp_new(&cfg, &d, NULL) < 0)
                 abort();
         return d;
 }
@@ -45,10 +55,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         case 1: {
                 uint8_t *out = NULL;
                 size_t len = 0;
-                char *msg = NULL;
-                dp_handle_preferred(plugin(), p, n, &out, &len, &msg);
+                struct gs_error *err = NULL;
+                dp_handle_preferred(plugin(), p, n, &out, &len, &err);
                 free(out);
-                free(msg);
+                gs_error_free(err);
                 break;
         }
         case 2: {
@@ -67,7 +77,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 memcpy(id, p, l);
                 id[l] = '\0';
                 unsigned g, u;
-                if (dp_id_parse(id, &g, &u) == 0 && (g >= DP_MAX_GPUS || u >= DP_UNITS_PER_GPU))
+                if (gs_unit_id_parse(id, &g, &u) == 0 && (g >= DP_MAX_GPUS || u >= DP_UNITS_PER_GPU))
                         abort();
                 break;
         }

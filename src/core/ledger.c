@@ -13,10 +13,15 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "atomic_file.h"
+#include "compute_policy.h"
+#include "number.h"
+#include "unit_ids.h"
 #include "macro.h"
 
 #define LEDGER_MAGIC "gpuslice-ledger"
-#define LEDGER_MAX_LINE 4096
+/* A Kubernetes slice of 8 whole GPUs lists up to 8000 unit ids. */
+#define LEDGER_MAX_LINE (128 * 1024)
 
 void gs_ledger_init(struct gs_ledger *l)
 {
@@ -27,6 +32,8 @@ void gs_ledger_done(struct gs_ledger *l)
 {
         if (!l)
                 return;
+        for (size_t i = 0; i < l->n_slices; i++)
+                free(l->slices[i].units);
         gs_free(l->slices);
         gs_ledger_init(l);
 }
@@ -77,6 +84,16 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
         if (s->kind == GS_SLICE_KUBE && s->pid != 0)
                 return gs_error_set(err, -EINVAL, "slice %s: a Kubernetes slice has no pid",
                                     s->id);
+        if (s->units) {
+                struct gs_unit_set *set = malloc(sizeof(*set));
+                int r = !set ? -ENOMEM : gs_unit_set_decode(s->units, set);
+                free(set);
+                if (r == -ENOMEM)
+                        return gs_error_set(err, r, "out of memory");
+                if (r < 0 || s->kind != GS_SLICE_KUBE)
+                        return gs_error_set(err, -EINVAL, "slice %s: units '%.40s' are not the "
+                                            "unit ranges of a Kubernetes slice", s->id, s->units);
+        }
         if (s->kind == GS_SLICE_LOCAL && s->pid <= 0)
                 return gs_error_set(err, -EINVAL, "slice %s: pid %d is not a process", s->id,
                                     (int)s->pid);
@@ -97,7 +114,8 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
 
 void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s)
 {
-        snprintf(s->id, sizeof(s->id), "s%" PRIu64, l->next_id);
+        snprintf(s->id, sizeof(s->id), "%s%" PRIu64, s->kind == GS_SLICE_KUBE ? "k8s-" : "s",
+                 l->next_id);
         l->next_id++;
 }
 
@@ -127,7 +145,11 @@ int gs_ledger_add(struct gs_ledger *l, const struct gs_slice *s, struct gs_error
                 l->slices = n;
                 l->cap = ncap;
         }
-        l->slices[l->n_slices++] = *s;
+        char *units = NULL;
+        if (s->units && !(units = strdup(s->units)))
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        l->slices[l->n_slices] = *s;
+        l->slices[l->n_slices++].units = units;
         return 0;
 }
 
@@ -137,6 +159,7 @@ int gs_ledger_remove(struct gs_ledger *l, const char *id)
         if (!s)
                 return -ENOENT;
         size_t i = (size_t)(s - l->slices);
+        free(s->units);
         memmove(&l->slices[i], &l->slices[i + 1], (l->n_slices - i - 1) * sizeof(*s));
         l->n_slices--;
         return 0;
@@ -189,7 +212,7 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                             "slice id=%s milli=%" PRIu32 " memory=%" PRIu64
                             " policy=%s pid=%d start=%" PRIu64 " uid=%u created=%" PRId64,
                             s->id, s->milli, s->memory_cap,
-                            s->policy == GS_POLICY_CAP ? "cap" : "share", (int)s->pid,
+                            gs_compute_policy_name(s->policy), (int)s->pid,
                             s->start_time, (unsigned)s->uid, s->created);
                 if (s->name[0])
                         sbuf_printf(&b, " name=%s", s->name);
@@ -197,6 +220,8 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                         sbuf_printf(&b, " kind=k8s");
                 for (unsigned g = 0; g < s->n_gpus; g++)
                         sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
+                if (s->units && *s->units)
+                        sbuf_printf(&b, " units=%s", s->units);
                 sbuf_printf(&b, "\n");
         }
         sbuf_printf(&b, "end %zu\n", l->n_slices);
@@ -211,33 +236,14 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
 
 /* ---- decoding ---- */
 
-/* Strict unsigned decimal: digits only, no sign, no leading zeros beyond
- * "0", value <= max. */
 static bool parse_u64(const char *s, uint64_t max, uint64_t *ret)
 {
-        uint64_t v = 0;
-        if (!*s || (s[0] == '0' && s[1]))
-                return false;
-        for (; *s; s++) {
-                if (*s < '0' || *s > '9')
-                        return false;
-                unsigned d = (unsigned)(*s - '0');
-                if (v > (max - d) / 10)
-                        return false;
-                v = v * 10 + d;
-        }
-        *ret = v;
-        return true;
+        return gs_u64_parse_str(s, max, ret) == 0;
 }
 
 static bool parse_i64(const char *s, int64_t *ret)
 {
-        bool neg = s[0] == '-';
-        uint64_t v;
-        if (!parse_u64(s + neg, (uint64_t)INT64_MAX, &v))
-                return false;
-        *ret = neg ? -(int64_t)v : (int64_t)v;
-        return true;
+        return gs_i64_parse_str(s, -INT64_MAX, INT64_MAX, ret) == 0;
 }
 
 static bool copy_token(char *dst, size_t size, const char *src)
@@ -253,7 +259,8 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
                        struct gs_error **err)
 {
         static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",  "start",
-                                            "uid", "created", "name", "gpu",    "kind" };
+                                            "uid", "created", "name", "gpu",    "kind",
+                                            "units" };
         char *eq = strchr(tok, '=');
         if (!eq)
                 return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
@@ -275,14 +282,7 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
         case 0: ok = copy_token(s->id, sizeof(s->id), v); break;
         case 1: ok = parse_u64(v, 1000u * GS_SLICE_MAX_GPUS, &u); s->milli = (uint32_t)u; break;
         case 2: ok = parse_u64(v, UINT64_MAX, &s->memory_cap); break;
-        case 3:
-                if (strcmp(v, "share") == 0)
-                        s->policy = GS_POLICY_SHARE;
-                else if (strcmp(v, "cap") == 0)
-                        s->policy = GS_POLICY_CAP;
-                else
-                        ok = false;
-                break;
+        case 3: ok = gs_compute_policy_parse_str(v, &s->policy) == 0; break;
         case 4: ok = parse_u64(v, INT32_MAX, &u); s->pid = (pid_t)u; break;
         case 5: ok = parse_u64(v, UINT64_MAX, &s->start_time); break;
         case 6: ok = parse_u64(v, UINT32_MAX - 1u, &u); s->uid = (uid_t)u; break;
@@ -307,6 +307,9 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
                 ok = strcmp(v, "k8s") == 0;
                 s->kind = GS_SLICE_KUBE;
                 break;
+        case 11:
+                ok = !s->units && (s->units = strdup(v)) != NULL;
+                break;
         }
         if (!ok)
                 return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);
@@ -322,14 +325,19 @@ static int parse_slice_line(struct gs_ledger *l, char *rest, unsigned lineno, st
                 if (sp)
                         *sp = '\0';
                 int r = slice_token(&s, rest, &seen, lineno, err);
-                if (r < 0)
+                if (r < 0) {
+                        free(s.units);
                         return r;
+                }
                 rest = sp ? sp + 1 : NULL;
         }
-        const unsigned required = 0x2FFu; /* every key but name (bit 8) and kind (10) */
-        if ((seen & required) != required)
+        const unsigned required = 0x2FFu; /* every key but name (8), kind (10), units (11) */
+        if ((seen & required) != required) {
+                free(s.units);
                 return gs_error_set(err, -EINVAL, "line %u: slice lacks a required key", lineno);
+        }
         int r = gs_ledger_add(l, &s, err);
+        free(s.units);
         if (r < 0) {
                 gs_error_wrap(err, "line %u", lineno);
                 return r == -ENOMEM ? r : -EINVAL;
@@ -387,13 +395,18 @@ static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
         }
         if (!ended)
                 return gs_error_set(err, -EINVAL, "no 'end' line (truncated file)");
-        /* An id at or above next_id would be handed out again. */
+        /* An id at or above next_id would be handed out again. Kubernetes
+         * ids of ledgers written before both kinds shared next_id move it
+         * on instead. */
         for (size_t i = 0; i < l->n_slices; i++) {
                 uint64_t n;
-                if (l->slices[i].id[0] == 's' && parse_u64(l->slices[i].id + 1, UINT64_MAX, &n) &&
-                    n >= l->next_id)
+                const char *id = l->slices[i].id;
+                if (id[0] == 's' && parse_u64(id + 1, UINT64_MAX, &n) && n >= l->next_id)
                         return gs_error_set(err, -EINVAL, "slice %s is not below next_id %" PRIu64,
-                                            l->slices[i].id, l->next_id);
+                                            id, l->next_id);
+                if (strncmp(id, "k8s-", 4) == 0 && parse_u64(id + 4, UINT64_MAX / 2 - 1, &n) &&
+                    n >= l->next_id)
+                        l->next_id = n + 1;
         }
         return 0;
 }
@@ -426,38 +439,12 @@ int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs
 
 int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err)
 {
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd < 0) {
-                int e = errno;
-                if (e == ENOENT)
-                        return -ENOENT;
-                return gs_error_set(err, -e, "cannot open state file %s: %s", path, strerror(e));
-        }
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-                return gs_error_set(err, -EINVAL, "state file %s is not a regular file", path);
-        if ((uint64_t)st.st_size > GS_LEDGER_MAX_BYTES)
-                return gs_error_set(err, -EFBIG, "state file %s is larger than %u bytes", path,
-                                    GS_LEDGER_MAX_BYTES);
-        size_t size = (size_t)st.st_size;
-        _cleanup_free_ char *buf = malloc(size + 1);
-        if (!buf)
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        size_t got = 0;
-        while (got < size) {
-                ssize_t n = read(fd, buf + got, size - got);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        int e = errno;
-                        return gs_error_set(err, -e, "cannot read state file %s: %s", path,
-                                            strerror(e));
-                }
-                if (n == 0)
-                        break;
-                got += (size_t)n;
-        }
-        int r = gs_ledger_decode(l, buf, got, err);
+        _cleanup_free_ char *buf = NULL;
+        size_t len = 0;
+        int r = gs_file_read(path, GS_LEDGER_MAX_BYTES, &buf, &len, err);
+        if (r < 0)
+                return r == -ENOENT ? r : gs_error_wrap(err, "state file");
+        r = gs_ledger_decode(l, buf, len, err);
         if (r < 0) {
                 gs_error_wrap(err, "corrupt state file %s", path);
                 return r;
@@ -465,68 +452,15 @@ int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err)
         return 0;
 }
 
-static int write_all(int fd, const char *buf, size_t len)
-{
-        while (len) {
-                ssize_t n = write(fd, buf, len);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0)
-                        return -errno;
-                buf += n;
-                len -= (size_t)n;
-        }
-        return 0;
-}
-
-/* fsync(2) of the state file's directory; a seam the unit test replaces to
- * make the directory sync fail. */
-GS_TESTABLE int (*ledger_dir_fsync)(int fd) = fsync;
-
-/* Make the rename of `path` durable: fsync its directory. 0 or -errno. */
-static int sync_dir(const char *path)
-{
-        _cleanup_free_ char *dircopy = strdup(path);
-        if (!dircopy)
-                return -ENOMEM;
-        _cleanup_close_ int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dfd < 0 || ledger_dir_fsync(dfd) < 0)
-                return errno ? -errno : -EIO;
-        return 0;
-}
-
 int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err)
 {
-        _cleanup_free_ char *tmp = NULL;
         char *text = NULL;
         size_t len = 0;
-        if (asprintf(&tmp, "%s.tmp", path) < 0) {
-                tmp = NULL;
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        }
         if (gs_ledger_encode(l, &text, &len) < 0)
                 return gs_error_set(err, -ENOMEM, "out of memory");
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (fd < 0) {
-                int e = errno;
-                gs_free(text);
-                return gs_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
-        }
-        int r = write_all(fd, text, len);
+        int r = gs_file_replace(path, text, len, 0600, err);
         gs_free(text);
-        if (r == 0 && fsync(fd) < 0)
-                r = -errno;
-        if (close(fd) < 0 && r == 0)
-                r = -errno;
-        if (r == 0 && rename(tmp, path) < 0)
-                r = -errno;
-        if (r < 0) {
-                unlink(tmp);
-                return gs_error_set(err, r, "cannot write state file %s: %s", path, strerror(-r));
-        }
-        /* The new state is in place: from here on the save has happened,
-         * whatever the directory sync says. */
-        errno = 0;
-        r = sync_dir(path);
-        return r < 0 ? -r : 0;
+        if (r < 0)
+                gs_error_wrap(err, "cannot save the state file");
+        return r;
 }

@@ -14,8 +14,11 @@
  * truncated file is detected). A Kubernetes slice (made by the kubelet
  * device plugin of `gpusliced --kubelet`) carries `kind=k8s`, an id
  * "k8s-<n>" and pid=0 start=0 uid=0: it belongs to no local process and is
- * freed by the plugin when PodResources shows no pod holds it. Anything
- * else is rejected as a whole. */
+ * freed by the plugin when PodResources shows no pod holds it; its
+ * `units=` token records the kubelet's unit ids it was allocated for
+ * (range text, unit_ids.h). Ids of both kinds come from one counter,
+ * next_id, so none is reused across restarts. Anything else is rejected as
+ * a whole. */
 #ifndef GS_LEDGER_H
 #define GS_LEDGER_H
 
@@ -58,6 +61,10 @@ struct gs_slice {
         char name[GS_SLICE_NAME_MAX + 1]; /* [A-Za-z0-9._-], "" when none */
         unsigned n_gpus;
         struct gs_slice_gpu gpus[GS_SLICE_MAX_GPUS];
+        /* Kubernetes: the kubelet's unit ids (range text, unit_ids.h), or
+         * NULL. A slice inside the ledger owns it (gs_ledger_add copies
+         * it, remove frees it); a copy of a ledger entry borrows it. */
+        char *units;
 };
 
 struct gs_ledger {
@@ -79,10 +86,11 @@ bool gs_slice_is_whole(const struct gs_slice *s);
  * Returns 0 or -EINVAL with a message. */
 int gs_slice_validate(const struct gs_slice *s, struct gs_error **err);
 
-/* Give `s` the next id ("s<next_id>") and advance next_id. */
+/* Give `s` the next id ("s<n>" for a local slice, "k8s-<n>" for a
+ * Kubernetes one, n = next_id) and advance next_id. */
 void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s);
 
-/* Copy a valid slice into the ledger. -EEXIST for a duplicate id, -ENOSPC
+/* Copy a valid slice (and its units text) into the ledger. -EEXIST for a duplicate id, -ENOSPC
  * past GS_LEDGER_MAX_SLICES, -ENOMEM, -EINVAL for an invalid slice. */
 int gs_ledger_add(struct gs_ledger *l, const struct gs_slice *s, struct gs_error **err);
 
@@ -108,13 +116,10 @@ int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs
  * naming the file. */
 int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err);
 
-/* Save crash-safely: write `path`.tmp, fsync, rename over `path`, fsync the
- * directory. Returns 0 when all of it succeeded. On failure (negative errno,
- * message in *err) `path` still holds the previous state. Once the rename has
- * succeeded the save has happened: if only the directory sync then fails the
- * result is a positive errno (e.g. EIO), *err untouched: `path` holds the new
- * state but the rename may not survive a power loss; callers keep their
- * in-memory change and should log a warning. */
+/* Save crash-safely through gs_file_replace (atomic_file.h): 0, a
+ * negative errno with *err (`path` keeps the previous state), or a positive
+ * errno when only the directory sync failed (the new state is in place;
+ * callers keep their change and log a warning). */
 int gs_ledger_save(const struct gs_ledger *l, const char *path, struct gs_error **err);
 
 #endif /* GS_LEDGER_H */

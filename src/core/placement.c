@@ -100,17 +100,32 @@ static void describe_gpus(const struct gs_inventory *inv, const struct gs_gpu_us
         }
 }
 
-static int place_whole(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                       uint32_t milli, struct gs_placement *ret, struct gs_error **err)
+static bool allowed(const struct gs_placement_request *req, unsigned i)
 {
-        unsigned want = milli / GS_MILLI_PER_GPU;
+        return req->allowed == 0 || (i < 64 && (req->allowed >> i) & 1u);
+}
+
+static bool whole_free(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+                       const struct gs_placement_request *req, unsigned i)
+{
+        return i < inv->n_gpus && inv->gpus[i].healthy && usage[i].n_slices == 0 &&
+               allowed(req, i);
+}
+
+static int place_whole(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+                       const struct gs_placement_request *req, struct gs_placement *ret,
+                       struct gs_error **err)
+{
+        unsigned want = req->milli / GS_MILLI_PER_GPU;
         if (want > GS_SLICE_MAX_GPUS || want > inv->n_gpus)
                 return gs_error_set(err, -EINVAL,
                                     "%u whole GPUs requested but this node has %u GPU%s", want,
                                     inv->n_gpus, inv->n_gpus == 1 ? "" : "s");
         struct gs_placement p = { .n_gpus = 0, .memory_cap = 0 };
+        if (req->prefer && whole_free(inv, usage, req, req->preferred_gpu))
+                p.gpus[p.n_gpus++] = req->preferred_gpu;
         for (unsigned i = 0; i < inv->n_gpus && p.n_gpus < want; i++)
-                if (inv->gpus[i].healthy && usage[i].n_slices == 0)
+                if (whole_free(inv, usage, req, i) && !(req->prefer && i == req->preferred_gpu))
                         p.gpus[p.n_gpus++] = i;
         if (p.n_gpus < want) {
                 char desc[2048];
@@ -149,7 +164,7 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
         if (inv->n_gpus == 0)
                 return gs_error_set(err, -ENOSPC, "this node has no GPUs");
         if (milli % GS_MILLI_PER_GPU == 0)
-                return place_whole(inv, usage, milli, ret, err);
+                return place_whole(inv, usage, req, ret, err);
 
         int best = -1;
         uint64_t best_cap = 0, largest = 0;
@@ -158,9 +173,12 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
                 largest = GS_MAX(largest, g->memory_total);
                 uint64_t cap = req->memory ? req->memory : gs_default_memory_cap(milli, g->memory_total);
                 if (!g->healthy || cap == 0 || usage[i].free_milli < milli ||
-                    usage[i].free_memory < cap)
+                    usage[i].free_memory < cap || !allowed(req, i))
                         continue;
-                if (best < 0 || better(policy, &usage[i], &usage[best])) {
+                bool preferred = req->prefer && i == req->preferred_gpu;
+                bool best_preferred = best >= 0 && req->prefer && (unsigned)best == req->preferred_gpu;
+                if (best < 0 || preferred ||
+                    (!best_preferred && better(policy, &usage[i], &usage[best]))) {
                         best = (int)i;
                         best_cap = cap;
                 }

@@ -31,6 +31,12 @@ struct gs_gpu_usage {
 struct gs_placement_request {
         uint32_t milli;       /* 1..999 or k*1000 */
         uint64_t memory;      /* bytes; 0 = default (share x GPU memory) */
+        /* Hints. A preferred GPU that fits is taken before the policy's
+         * choice (the kubelet's ids point at it); GPUs outside `allowed`
+         * are never chosen (e.g. too few ids available on them). */
+        bool prefer;
+        unsigned preferred_gpu;   /* inventory position */
+        uint64_t allowed;         /* bit i: position i may be chosen; 0: every GPU */
 };
 
 struct gs_placement {
@@ -48,10 +54,12 @@ const char *gs_placement_policy_name(enum gs_placement_policy p);
 void gs_placement_usage(const struct gs_inventory *inv, const struct gs_ledger *l,
                         struct gs_gpu_usage *usage);
 
-/* Choose GPUs for a request. 0 and *ret on success; -ENOSPC with a message
- * showing each GPU's free share and memory when nothing fits; -EINVAL for a
- * request that can never fit (bad share, more GPUs than exist, memory above
- * every GPU's size). Does not change usage. */
+/* Choose GPUs for a request: the one placement decision of gpuslice, for
+ * the local API, the device plugin's Allocate and preferred allocation, and
+ * planning. 0 and *ret on success; -ENOSPC with a message showing each
+ * GPU's free share and memory when nothing fits; -EINVAL for a request
+ * that can never fit (bad share, more GPUs than exist, memory above every
+ * GPU's size). Does not change usage. */
 int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
              enum gs_placement_policy policy, const struct gs_placement_request *req,
              struct gs_placement *ret, struct gs_error **err);

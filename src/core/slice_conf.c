@@ -14,7 +14,9 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "compute_policy.h"
 #include "macro.h"
+#include "number.h"
 
 enum conf_key {
         KEY_VERSION,
@@ -66,23 +68,9 @@ static bool is_space(char c)
         return c == ' ' || c == '\t' || c == '\r';
 }
 
-/* Strict unsigned decimal: digits only, no sign, no leading junk, no
- * overflow. */
 static bool parse_u64(const char *v, size_t n, uint64_t *ret)
 {
-        if (n == 0 || n > 20)
-                return false;
-        uint64_t x = 0;
-        for (size_t i = 0; i < n; i++) {
-                if (v[i] < '0' || v[i] > '9')
-                        return false;
-                uint64_t d = (uint64_t)(v[i] - '0');
-                if (x > (UINT64_MAX - d) / 10)
-                        return false;
-                x = x * 10 + d;
-        }
-        *ret = x;
-        return true;
+        return gs_u64_parse(v, n, UINT64_MAX, ret) == 0;
 }
 
 static bool valid_slice_id(const char *v, size_t n)
@@ -167,12 +155,9 @@ static int set_key(struct gs_slice_conf *c, enum conf_key k, unsigned line, cons
                 c->compute_milli = (uint32_t)x;
                 return 0;
         case KEY_POLICY:
-                if (n == 5 && memcmp(v, "share", 5) == 0)
-                        c->policy = GS_POLICY_SHARE;
-                else if (n == 3 && memcmp(v, "cap", 3) == 0)
-                        c->policy = GS_POLICY_CAP;
-                else
-                        return bad_value(err, line, name, v, n, "accepted: share, cap");
+                if (gs_compute_policy_parse(v, n, &c->policy) < 0)
+                        return bad_value(err, line, name, v, n,
+                                         "accepted: " GS_COMPUTE_POLICY_NAMES);
                 return 0;
         case KEY_CONTEXT_OVERHEAD:
                 if (!parse_u64(v, n, &x))
@@ -349,7 +334,7 @@ int gs_slice_conf_format(const struct gs_slice_conf *conf, char *buf, size_t siz
                          "%s%s%s",
                          conf->version, conf->slice, conf->gpu_uuid,
                          (unsigned long long)conf->memory_limit, conf->compute_milli,
-                         conf->policy == GS_POLICY_CAP ? "cap" : "share",
+                         gs_compute_policy_name(conf->policy),
                          (unsigned long long)conf->context_overhead, conf->slice_dir,
                          conf->daemon_socket[0] ? "daemon_socket = " : "", conf->daemon_socket,
                          conf->daemon_socket[0] ? "\n" : "");

@@ -8,7 +8,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "device_plugin.h" /* DP_CONTAINER_SLICE_DIR */
+#include "node_edits.h" /* NODE_CONTAINER_SLICE_DIR */
+#include "node_files.h"
 #include "log.h"
 #include "proc.h"
 
@@ -17,7 +18,7 @@ bool arb_member_learn_dir(struct arb_member *m, const char *dir)
         struct stat st;
         int r = stat(dir, &st) < 0 ? -errno : S_ISDIR(st.st_mode) ? 0 : -ENOTDIR;
         if (r < 0) {
-                dlog_debug("compute: slice %s: cannot stat its directory %s: %s", m->id, dir,
+                gs_log_debug("compute: slice %s: cannot stat its directory %s: %s", m->id, dir,
                            strerror(-r));
                 return false;
         }
@@ -35,11 +36,11 @@ static bool member_dir_known(struct daemon *d, struct arb_member *m)
                 return false;
         if (m->dir_known)
                 return true;
-        const struct gs_slice *s = gs_ledger_find(&d->ledger, m->id);
+        const struct gs_slice *s = gs_ledger_find(&d->node->ledger, m->id);
         char dir[DAEMON_PATH_MAX];
         if (!s)
                 return false;
-        slices_dir_path(d, s, dir, sizeof(dir));
+        node_slice_dir_path(d->node, s->id, dir, sizeof(dir));
         return arb_member_learn_dir(m, dir);
 }
 
@@ -48,7 +49,7 @@ static bool member_dir_known(struct daemon *d, struct arb_member *m)
  *    first);
  *  - a Kubernetes slice: its processes live in containers and have no
  *    slice pid, but the device plugin bind-mounts the slice's directory
- *    into them at DP_CONTAINER_SLICE_DIR, and a bind mount keeps the
+ *    into them at NODE_CONTAINER_SLICE_DIR, and a bind mount keeps the
  *    directory's st_dev/st_ino. A tenant cannot make that match without
  *    mounting another pod's slice directory, so it is the proof.
  * NULL, with the reason in why, when it is in none. */
@@ -79,7 +80,7 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
                 return NULL;
         }
         struct stat st;
-        int r = proc_root_stat_dir(pid, DP_CONTAINER_SLICE_DIR, &st);
+        int r = proc_root_stat_dir(pid, NODE_CONTAINER_SLICE_DIR, &st);
         if (r < 0) {
                 const char *hint = r == -EACCES || r == -EPERM
                                            ? "; the daemon needs CAP_SYS_PTRACE to identify "
@@ -88,7 +89,7 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
                                            ? " (a symlink is not followed)" : "";
                 snprintf(why, why_size, "the process is in no slice (no local slice's process is "
                          "its ancestor, and /proc/%d/root%s: %s%s)", (int)pid,
-                         DP_CONTAINER_SLICE_DIR, strerror(-r), hint);
+                         NODE_CONTAINER_SLICE_DIR, strerror(-r), hint);
                 return NULL;
         }
         for (size_t i = 0; i < srv->n_members; i++) {
@@ -99,6 +100,6 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
         }
         snprintf(why, why_size, "the process is in no slice (no local slice's process is its "
                  "ancestor, and its %s is no Kubernetes slice's directory)",
-                 DP_CONTAINER_SLICE_DIR);
+                 NODE_CONTAINER_SLICE_DIR);
         return NULL;
 }

@@ -17,6 +17,10 @@
 #include <unistd.h>
 
 #include "arbiter.h"
+#include "atomic_file.h"
+#include "compute_policy.h"
+#include "node_files.h"
+#include "number.h"
 #include "arbiter_server_int.h"
 #include "arbiter_wire.h"
 #include "daemon.h"
@@ -43,22 +47,13 @@ __attribute__((format(printf, 2, 3))) static void trace(uint64_t now, const char
         va_end(ap);
 }
 
+static void on_event(struct node_watch *w, uint32_t events);
+
 static uint64_t now_ns(void)
 {
         struct timespec ts;
         clock_gettime(CLOCK_MONOTONIC, &ts);
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-int arbsrv_policy_parse(const char *s, enum gs_compute_policy *ret)
-{
-        if (strcmp(s, "share") == 0)
-                *ret = GS_POLICY_SHARE;
-        else if (strcmp(s, "cap") == 0)
-                *ret = GS_POLICY_CAP;
-        else
-                return -EINVAL;
-        return 0;
 }
 
 bool arbsrv_is_gsar(const uint8_t *buf, size_t len)
@@ -117,7 +112,7 @@ static void decide(struct arbsrv *srv, struct arb_gpu *g, uint64_t now)
                                 if (c && c->m == h)
                                         c->owes = c->pending;
                         }
-                        dlog_debug("compute: slice %s granted gen %" PRIu64 " for %" PRIu64 " us",
+                        gs_log_debug("compute: slice %s granted gen %" PRIu64 " for %" PRIu64 " us",
                                    h->id, dec.gen, (dec.grant_until - dec.grant_start) / 1000);
                 }
                 page_show(srv, h, dec.gen, dec.grant_start, dec.grant_until);
@@ -171,7 +166,7 @@ static void hold_try_settle(struct arbsrv *srv, struct arb_member *m, uint64_t n
         int r = gs_arbiter_done(&srv->gpus[m->gpu].a, m->slot, m->hold_gen, busy, any, now);
         trace(now, "settle %s gen %" PRIu64 " busy %" PRIu64 " pending %d r %d", m->id, m->hold_gen,
               busy, any, r);
-        dlog_debug("compute: slice %s hold %" PRIu64 " over: busy %" PRIu64 " us%s%s", m->id,
+        gs_log_debug("compute: slice %s hold %" PRIu64 " over: busy %" PRIu64 " us%s%s", m->id,
                    m->hold_gen, m->hold_busy / 1000, m->hold_lost ? " (a process hung up)" : "",
                    r == -ESTALE ? " (stale)" : "");
         m->hold_open = false;
@@ -181,35 +176,35 @@ static void hold_try_settle(struct arbsrv *srv, struct arb_member *m, uint64_t n
  * ledger sync, logged at debug level only (no warning every half second). */
 static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now, bool quiet)
 {
-        enum dlog_level lvl = quiet ? DLOG_DEBUG : DLOG_WARN;
+        enum gs_log_level lvl = quiet ? GS_LOG_DEBUG : GS_LOG_WARN;
         struct arbsrv *srv = d->arb;
         if (gs_slice_is_whole(s) || s->n_gpus != 1 || member_find(srv, s->id))
                 return;
         unsigned gpu;
-        for (gpu = 0; gpu < d->inv.n_gpus; gpu++)
-                if (strcmp(d->inv.gpus[gpu].uuid, s->gpus[0].uuid) == 0)
+        for (gpu = 0; gpu < d->node->inv.n_gpus; gpu++)
+                if (strcmp(d->node->inv.gpus[gpu].uuid, s->gpus[0].uuid) == 0)
                         break;
-        if (gpu == d->inv.n_gpus || gpu >= srv->n_gpus || srv->n_members >= GS_LEDGER_MAX_SLICES) {
-                dlog(lvl, "compute: slice %s: its GPU %s is not in the inventory; its shim "
+        if (gpu == d->node->inv.n_gpus || gpu >= srv->n_gpus || srv->n_members >= GS_LEDGER_MAX_SLICES) {
+                gs_log(lvl, "compute: slice %s: its GPU %s is not in the inventory; its shim "
                           "enforces its share alone", s->id, s->gpus[0].uuid);
                 return;
         }
         struct arb_gpu *g = &srv->gpus[gpu];
         int slot = gs_arbiter_slice_join(&g->a, s->milli, s->policy, now);
         if (slot < 0) {
-                dlog(lvl, "compute: slice %s cannot join GPU %u's arbiter (%s, %d slices at "
-                          "most); its shim enforces its share alone", s->id, d->inv.gpus[gpu].index,
+                gs_log(lvl, "compute: slice %s cannot join GPU %u's arbiter (%s, %d slices at "
+                          "most); its shim enforces its share alone", s->id, d->node->inv.gpus[gpu].index,
                           strerror(-slot), GS_ARB_MAX_SLICES);
                 return;
         }
         struct arb_member *m = calloc(1, sizeof(*m));
         char dir[DAEMON_PATH_MAX];
-        slices_dir_path(d, s, dir, sizeof(dir));
+        node_slice_dir_path(d->node, s->id, dir, sizeof(dir));
         int r = m ? lease_page_open(&m->page, dir, s->id, s->milli, s->policy, g->a.p.quantum_ns,
                                     srv->epoch, now)
                   : -ENOMEM;
         if (r < 0) {
-                dlog(lvl, "compute: slice %s: cannot create its lease page in %s: %s; its shim "
+                gs_log(lvl, "compute: slice %s: cannot create its lease page in %s: %s; its shim "
                           "enforces its share alone", s->id, dir, strerror(-r));
                 gs_arbiter_slice_leave(&g->a, slot, now);
                 free(m);
@@ -228,8 +223,8 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         m->seen = true;
         g->slot[slot] = m;
         srv->members[srv->n_members++] = m;
-        dlog_debug("compute: slice %s joined GPU %u's arbiter (%" PRIu32 "m, %s)", m->id,
-                   d->inv.gpus[gpu].index, m->milli, m->policy == GS_POLICY_CAP ? "cap" : "share");
+        gs_log_debug("compute: slice %s joined GPU %u's arbiter (%" PRIu32 "m, %s)", m->id,
+                   d->node->inv.gpus[gpu].index, m->milli, gs_compute_policy_name(m->policy));
 }
 
 static void member_remove(struct arbsrv *srv, struct arb_member *m, uint64_t now)
@@ -254,7 +249,7 @@ static void member_remove(struct arbsrv *srv, struct arb_member *m, uint64_t now
                         srv->members[i] = srv->members[--srv->n_members];
                         break;
                 }
-        dlog_debug("compute: slice %s left its arbiter%s", m->id, held ? " (it held the GPU)" : "");
+        gs_log_debug("compute: slice %s left its arbiter%s", m->id, held ? " (it held the GPU)" : "");
         free(m);
         decide(srv, g, now);
 }
@@ -266,8 +261,8 @@ static void ledger_sync(struct daemon *d, uint64_t now)
         struct arbsrv *srv = d->arb;
         for (size_t i = 0; i < srv->n_members; i++)
                 srv->members[i]->seen = false;
-        for (size_t i = 0; i < d->ledger.n_slices; i++) {
-                const struct gs_slice *s = &d->ledger.slices[i];
+        for (size_t i = 0; i < d->node->ledger.n_slices; i++) {
+                const struct gs_slice *s = &d->node->ledger.slices[i];
                 struct arb_member *m = member_find(srv, s->id);
                 if (!m) {
                         member_add(d, s, now, true);
@@ -303,7 +298,7 @@ static void reschedule(struct arbsrv *srv)
         struct itimerspec its = { .it_value = { .tv_sec = (time_t)(t / 1000000000ull),
                                                 .tv_nsec = (long)(t % 1000000000ull) } };
         if (timerfd_settime(srv->timer.w.fd, TFD_TIMER_ABSTIME, &its, NULL) < 0)
-                dlog_error("compute: timerfd_settime: %m");
+                gs_log_error("compute: timerfd_settime: %m");
 }
 
 static void beat(struct daemon *d, uint64_t now)
@@ -338,12 +333,12 @@ static void on_timer(struct daemon *d)
 
 /* ---- connections ---- */
 
-static void conn_free(struct arbsrv *srv, struct arb_conn *c, int epfd)
+static void conn_free(struct arbsrv *srv, struct arb_conn *c, struct node_loop *loop)
 {
         for (size_t i = 0; i < ARB_MAX_CONNS; i++)
                 if (srv->conns[i] == c)
                         srv->conns[i] = NULL;
-        epoll_ctl(epfd, EPOLL_CTL_DEL, c->aw.w.fd, NULL);
+        node_loop_unwatch(loop, &c->aw.w);
         close(c->aw.w.fd);
         free(c);
 }
@@ -359,7 +354,7 @@ static void send_msg(int fd, enum gs_arb_msg_type type, uint64_t gen, uint64_t v
 /* Answer ERROR and hang up (the caller frees the connection). */
 static void conn_refuse(struct arb_conn *c, int err, const char *why)
 {
-        dlog_warn("compute: shim pid %d: %s; closing", (int)c->pid, why);
+        gs_log_warn("compute: shim pid %d: %s; closing", (int)c->pid, why);
         send_msg(c->aw.w.fd, GS_ARB_MSG_ERROR, 0, (uint64_t)err);
         /* Read what is queued, so the close does not reset the peer
          * before it reads the error. */
@@ -390,7 +385,7 @@ static void on_hello(struct daemon *d, struct arb_conn *c, const struct gs_arb_m
         c->m = m;
         c->hello = true;
         send_msg(c->aw.w.fd, GS_ARB_MSG_WELCOME, 0, srv->epoch);
-        dlog_debug("compute: shim pid %d of slice %s connected", (int)c->pid, m->id);
+        gs_log_debug("compute: shim pid %d of slice %s connected", (int)c->pid, m->id);
 }
 
 static void on_msg(struct daemon *d, struct arb_conn *c, const struct gs_arb_msg *msg, uint64_t now)
@@ -477,7 +472,7 @@ static void conn_readable(struct daemon *d, struct arb_conn *c)
         }
         if (c->dead) {
                 conn_lost(srv, c, now);
-                conn_free(srv, c, d->epfd);
+                conn_free(srv, c, &d->loop);
         }
 }
 
@@ -490,16 +485,16 @@ void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t 
                         ;
         struct arb_conn *c = slot < ARB_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
         if (!c) {
-                dlog_warn("compute: shim pid %d refused: %s", (int)pid,
+                gs_log_warn("compute: shim pid %d refused: %s", (int)pid,
                           srv ? "too many shim connections" : "no arbiter");
                 send_msg(fd, GS_ARB_MSG_ERROR, 0, srv ? EBUSY : ENOTSUP);
                 close(fd);
                 return;
         }
-        c->aw = (struct arb_watch){ .w = { .kind = WATCH_ARB, .fd = fd }, .sub = ARB_CONN };
+        c->aw = (struct arb_watch){ .w = { .fd = fd, .fn = on_event, .ctx = d }, .sub = ARB_CONN };
         c->pid = pid;
         c->uid = uid;
-        if (server_watch(d, &c->aw.w, EPOLLIN | EPOLLRDHUP) < 0) {
+        if (node_loop_watch(&d->loop, &c->aw.w, EPOLLIN | EPOLLRDHUP) < 0) {
                 close(fd);
                 free(c);
                 return;
@@ -525,15 +520,16 @@ void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t 
         }
         if (c->dead) {
                 conn_lost(srv, c, now);
-                conn_free(srv, c, d->epfd);
+                conn_free(srv, c, &d->loop);
         } else {
                 conn_readable(d, c);
         }
         reschedule(srv);
 }
 
-void arbsrv_event(struct daemon *d, struct watch *w, uint32_t events)
+static void on_event(struct node_watch *w, uint32_t events)
 {
+        struct daemon *d = w->ctx;
         struct arb_watch *aw = (struct arb_watch *)w;
         (void)events;
         if (!d->arb)
@@ -587,44 +583,36 @@ void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_b
 /* The previous epoch + 1, persisted in <state_dir>/arbiter.epoch. */
 static uint64_t next_epoch(const struct daemon *d)
 {
-        char path[DAEMON_PATH_MAX], tmp[DAEMON_PATH_MAX + 8], buf[32] = "";
+        char path[DAEMON_PATH_MAX], buf[32];
         snprintf(path, sizeof(path), "%s/arbiter.epoch", d->state_dir);
-        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
         uint64_t epoch = 0;
-        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-        if (fd >= 0) {
-                ssize_t n = read(fd, buf, sizeof(buf) - 1);
-                close(fd);
-                char *end = NULL;
-                errno = 0;
-                if (n > 0) {
-                        buf[n] = '\0';
-                        unsigned long long v = strtoull(buf, &end, 10);
-                        if (!errno && end != buf && (*end == '\n' || !*end) && v < (1ull << 23))
-                                epoch = v;
-                }
+        char *text = NULL;
+        size_t len = 0;
+        if (gs_file_read(path, 64, &text, &len, NULL) == 0) {
+                if (len && text[len - 1] == '\n')
+                        text[--len] = '\0';
+                if (gs_u64_parse(text, len, (1ull << 23) - 1, &epoch) < 0)
+                        epoch = 0;
+                free(text);
         }
         epoch = epoch + 1; /* a missing file: 1 (no slice survives a lost state dir) */
-        fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, 0644);
-        if (fd >= 0) {
-                int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", epoch);
-                bool ok = write(fd, buf, (size_t)n) == n && fsync(fd) == 0;
-                close(fd);
-                if (!ok || rename(tmp, path) < 0)
-                        unlink(tmp);
-        }
+        int n = snprintf(buf, sizeof(buf), "%" PRIu64 "\n", epoch);
+        struct gs_error *err = NULL;
+        if (gs_file_replace(path, buf, (size_t)n, 0644, &err) < 0)
+                gs_log_warn("compute: %s", gs_error_msg(err));
+        gs_error_free(err);
         return epoch;
 }
 
 int arbsrv_init(struct daemon *d)
 {
         struct arbsrv *srv = calloc(1, sizeof(*srv));
-        if (!srv || !(srv->gpus = calloc(GS_MAX(d->inv.n_gpus, 1u), sizeof(*srv->gpus)))) {
+        if (!srv || !(srv->gpus = calloc(GS_MAX(d->node->inv.n_gpus, 1u), sizeof(*srv->gpus)))) {
                 free(srv);
-                dlog_error("compute: out of memory");
+                gs_log_error("compute: out of memory");
                 return -ENOMEM;
         }
-        srv->n_gpus = d->inv.n_gpus;
+        srv->n_gpus = d->node->inv.n_gpus;
         for (unsigned i = 0; i < srv->n_gpus; i++) {
                 gs_arbiter_init(&srv->gpus[i].a, NULL);
                 srv->gpus[i].wake_at = GS_ARB_NEVER;
@@ -633,10 +621,11 @@ int arbsrv_init(struct daemon *d)
         /* Lease generations grow across restarts: the epoch is their top. */
         srv->gen_base = srv->epoch << 40;
         int fd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC);
-        srv->timer = (struct arb_watch){ .w = { .kind = WATCH_ARB, .fd = fd }, .sub = ARB_TIMER };
-        int r = fd < 0 ? -errno : server_watch(d, &srv->timer.w, EPOLLIN);
+        srv->timer = (struct arb_watch){ .w = { .fd = fd, .fn = on_event, .ctx = d },
+                                         .sub = ARB_TIMER };
+        int r = fd < 0 ? -errno : node_loop_watch(&d->loop, &srv->timer.w, EPOLLIN);
         if (r < 0) {
-                dlog_error("compute: cannot set up the arbiter's timer: %s", strerror(-r));
+                gs_log_error("compute: cannot set up the arbiter's timer: %s", strerror(-r));
                 if (fd >= 0)
                         close(fd);
                 free(srv->gpus);
@@ -648,13 +637,13 @@ int arbsrv_init(struct daemon *d)
         if (tp && *tp && !trace_f)
                 trace_f = fopen(tp, "we");
         uint64_t now = now_ns();
-        for (size_t i = 0; i < d->ledger.n_slices; i++)
-                member_add(d, &d->ledger.slices[i], now, false);
+        for (size_t i = 0; i < d->node->ledger.n_slices; i++)
+                member_add(d, &d->node->ledger.slices[i], now, false);
         srv->next_beat = now + ARB_BEAT_NS;
         reschedule(srv);
-        dlog_info("compute arbiter: epoch %" PRIu64 ", %zu slice%s on %u GPU%s, default policy %s",
+        gs_log_info("compute arbiter: epoch %" PRIu64 ", %zu slice%s on %u GPU%s, default policy %s",
                   srv->epoch, srv->n_members, srv->n_members == 1 ? "" : "s", srv->n_gpus,
-                  srv->n_gpus == 1 ? "" : "s", d->compute_policy == GS_POLICY_CAP ? "cap" : "share");
+                  srv->n_gpus == 1 ? "" : "s", gs_compute_policy_name(d->compute_policy));
         return 0;
 }
 
@@ -665,14 +654,14 @@ void arbsrv_done(struct daemon *d)
                 return;
         for (size_t i = 0; i < ARB_MAX_CONNS; i++)
                 if (srv->conns[i])
-                        conn_free(srv, srv->conns[i], d->epfd);
+                        conn_free(srv, srv->conns[i], &d->loop);
         for (size_t i = 0; i < srv->n_members; i++) {
                 struct arb_member *m = srv->members[i];
                 lease_page_write(&m->page, m->w_gen ? srv->gen_base + m->w_gen : 0, 0, 0);
                 lease_page_close(&m->page);
                 free(m);
         }
-        epoll_ctl(d->epfd, EPOLL_CTL_DEL, srv->timer.w.fd, NULL);
+        node_loop_unwatch(&d->loop, &srv->timer.w);
         close(srv->timer.w.fd);
         if (trace_f)
                 fclose(trace_f);

@@ -21,7 +21,6 @@
 #include "gpuslice/slice_conf.h"
 
 struct daemon;
-struct watch;
 struct gs_slice;
 struct gs_proto_builder;
 
@@ -53,15 +52,9 @@ bool arbsrv_is_gsar(const uint8_t *buf, size_t len);
  * (copied). */
 void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t *buf, size_t len);
 
-/* An epoll event on one of the service's watches (kind WATCH_ARB). */
-void arbsrv_event(struct daemon *d, struct watch *w, uint32_t events);
-
 /* The slice's compute record for `gpuslice ls`: `slice_gpu_time`, its
  * measured share of its GPU over the last second in milli (from the
  * arbiter's charges), when the slice is a member. */
 void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b);
-
-/* Parse a --compute-policy value. 0 or -EINVAL. */
-int arbsrv_policy_parse(const char *s, enum gs_compute_policy *ret);
 
 #endif /* GS_DAEMON_ARBITER_SERVER_H */

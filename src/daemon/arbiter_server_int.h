@@ -21,7 +21,7 @@
 enum arb_sub { ARB_TIMER, ARB_CONN };
 
 struct arb_watch {
-        struct watch w; /* kind WATCH_ARB */
+        struct node_watch w; /* ctx: the daemon */
         enum arb_sub sub;
 };
 
@@ -34,7 +34,7 @@ struct arb_member {
         uid_t uid;
         /* GS_SLICE_KUBE: identity of the slice's directory on the host,
          * which the device plugin bind-mounts into its containers at
-         * DP_CONTAINER_SLICE_DIR (see arb_member_of_pid). */
+         * NODE_CONTAINER_SLICE_DIR (see arb_member_of_pid). */
         bool dir_known;
         dev_t dir_dev;
         ino_t dir_ino;
@@ -85,7 +85,7 @@ bool arb_member_learn_dir(struct arb_member *m, const char *dir);
 
 /* The member (slice) the process `pid` (a peer's SO_PEERCRED pid) belongs
  * to: a local slice whose process is pid or its nearest ancestor, else the
- * Kubernetes slice whose directory is mounted at DP_CONTAINER_SLICE_DIR in
+ * Kubernetes slice whose directory is mounted at NODE_CONTAINER_SLICE_DIR in
  * pid's mount namespace. NULL, with the reason in why, when it is in none. */
 struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, size_t why_size);
 

@@ -257,15 +257,16 @@ static void handle_request(struct call *c)
                         continue;
                 uint8_t *resp = NULL;
                 size_t resp_len = 0;
-                char *msg = NULL;
-                r = srv->methods[i].fn(srv->ctx, req, req_len, &resp, &resp_len, &msg);
+                struct gs_error *err = NULL;
+                r = srv->methods[i].fn(srv->ctx, req, req_len, &resp, &resp_len, &err);
                 free(req);
                 if (r < 0)
-                        finish(c, errno_to_status(r), msg ? msg : strerror(-r), NULL, 0);
+                        finish(c, errno_to_status(r), err ? gs_error_msg(err) : strerror(-r),
+                               NULL, 0);
                 else
                         finish(c, GRPC_STATUS_OK, NULL, resp, resp_len);
                 free(resp);
-                free(msg);
+                gs_error_free(err);
                 return;
         }
         free(req);

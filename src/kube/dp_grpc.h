@@ -12,12 +12,12 @@
 #include "error.h"
 
 /* A unary handler: decode req, answer with a malloc'ed *ret_resp (freed by
- * the server), return 0; or return a negative errno and optionally a
- * malloc'ed message *ret_msg for the caller (the gRPC status message).
+ * the server), return 0; or return a negative errno and optionally set
+ * *err, whose message becomes the gRPC status message (the pod's event).
  * -EINVAL, -E2BIG and -EBADMSG become INVALID_ARGUMENT, -ENOSPC
  * RESOURCE_EXHAUSTED, -ENODEV FAILED_PRECONDITION, others INTERNAL. */
 typedef int (*dp_unary_fn)(void *ctx, const uint8_t *req, size_t req_len, uint8_t **ret_resp,
-                           size_t *ret_len, char **ret_msg);
+                           size_t *ret_len, struct gs_error **err);
 
 struct dp_method {
         const char *path; /* e.g. "/v1beta1.DevicePlugin/Allocate" */

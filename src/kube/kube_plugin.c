@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dp_grpc.h"
+#include "log.h"
 #include "macro.h"
 
 #define REGISTER_TIMEOUT_MS 15000 /* the kubelet dials back within 10 s */
@@ -26,9 +27,6 @@ void kube_options_init(struct kube_options *o)
         o->plugin_dir = KUBE_PLUGIN_DIR;
         o->pod_resources_socket = KUBE_POD_RESOURCES_SOCKET;
         o->endpoint = KUBE_ENDPOINT;
-        o->state_dir = KUBE_STATE_DIR;
-        o->shim_path = KUBE_SHIM_PATH;
-        o->policy = GS_POLICY_SHARE;
         o->release_grace_s = 60;
         o->pod_poll_ms = 10000;
         o->health_poll_ms = 2000;
@@ -43,9 +41,9 @@ static int64_t now_ms(void)
 
 #define ADAPT(name, fn)                                                                        \
         static int name(void *ctx, const uint8_t *req, size_t len, uint8_t **ret,             \
-                        size_t *ret_len, char **ret_msg)                                       \
+                        size_t *ret_len, struct gs_error **err)                                \
         {                                                                                      \
-                return fn(ctx, req, len, ret, ret_len, ret_msg);                               \
+                return fn(ctx, req, len, ret, ret_len, err);                                   \
         }
 ADAPT(h_options, dp_handle_options)
 ADAPT(h_preferred, dp_handle_preferred)
@@ -71,21 +69,22 @@ static const struct dp_method methods[] = {
 static const struct dp_stream_method stream = {
         "/v1beta1.DevicePlugin/ListAndWatch", s_generation, s_encode};
 
-static int read_gpus(const struct kube_options *o, struct dp_gpu *gpus, size_t *ret_n,
-                     struct gs_error **err)
+/* A fresh inventory reading into the node (under its lock); 1 when the
+ * advertised list changed. */
+static int refresh_inventory(const struct kube_options *o, struct dp *d, struct gs_error **err)
 {
         struct gs_inventory *inv = calloc(1, sizeof(*inv));
         if (!inv)
                 return gs_error_set(err, -ENOMEM, "out of memory");
+        node_lock(o->node);
         int r = o->read_inventory(o->inventory_ctx, inv, err);
-        if (r >= 0) {
-                size_t n = GS_MIN((size_t)inv->n_gpus, (size_t)DP_MAX_GPUS);
-                for (size_t i = 0; i < n; i++) {
-                        snprintf(gpus[i].uuid, sizeof(gpus[i].uuid), "%s", inv->gpus[i].uuid);
-                        gpus[i].memory = inv->gpus[i].memory_total;
-                        gpus[i].healthy = inv->gpus[i].healthy;
-                }
-                *ret_n = n;
+        node_unlock(o->node);
+        if (r >= 0)
+                r = d ? dp_set_inventory(d, inv) : 0;
+        if (r >= 0 && !d) {
+                node_lock(o->node);
+                node_set_inventory_locked(o->node, inv);
+                node_unlock(o->node);
         }
         free(inv);
         return r;
@@ -102,11 +101,10 @@ static int do_register(const struct kube_options *o, const char *kubelet_target)
         r = dp_unary_call(kubelet_target, "/v1beta1.Registration/Register", req, len,
                           REGISTER_TIMEOUT_MS, 1 << 20, &resp, &resp_len, &e);
         if (r < 0)
-                fprintf(stderr, "gpuslice-kube: registration failed (retrying): %s\n",
-                        gs_error_msg(e));
+                gs_log_warn("kubelet: registration failed (retrying): %s", gs_error_msg(e));
         else
-                fprintf(stderr, "gpuslice-kube: registered %s at %s/%s\n", DP_RESOURCE,
-                        o->plugin_dir, o->endpoint);
+                gs_log_info("kubelet: registered %s at %s/%s", DP_RESOURCE, o->plugin_dir,
+                            o->endpoint);
         gs_error_free(e);
         free(req);
         free(resp);
@@ -126,7 +124,7 @@ static void poll_pods(const struct kube_options *o, struct dp *d, const char *ta
         free(req);
         if (r < 0) {
                 /* Without an answer nothing is known to be free: keep all. */
-                fprintf(stderr, "gpuslice-kube: PodResources: %s\n", gs_error_msg(e));
+                gs_log_warn("kubelet: PodResources: %s", gs_error_msg(e));
                 gs_error_free(e);
                 return;
         }
@@ -135,8 +133,7 @@ static void poll_pods(const struct kube_options *o, struct dp *d, const char *ta
         r = dp_decode_pod_resources(resp, resp_len, DP_RESOURCE, &pods, &n);
         free(resp);
         if (r < 0) {
-                fprintf(stderr, "gpuslice-kube: PodResources: undecodable answer (%s)\n",
-                        strerror(-r));
+                gs_log_warn("kubelet: PodResources: undecodable answer (%s)", strerror(-r));
                 return;
         }
         dp_reconcile(d, pods, n, (int64_t)time(NULL));
@@ -151,8 +148,8 @@ static bool socket_exists(const char *path)
 
 int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error **err)
 {
-        if (!o->read_inventory)
-                return gs_error_set(err, -EINVAL, "kube plugin: no inventory source");
+        if (!o->read_inventory || !o->node)
+                return gs_error_set(err, -EINVAL, "kube plugin: no node or inventory source");
         if (!o->endpoint || !*o->endpoint || strchr(o->endpoint, '/'))
                 return gs_error_set(err, -EINVAL, "kube plugin: endpoint must be a file name");
         _cleanup_free_ char *sock = NULL, *kubelet = NULL, *pr_target = NULL;
@@ -161,26 +158,19 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
             asprintf(&pr_target, "unix:%s", o->pod_resources_socket) < 0)
                 return gs_error_set(err, -ENOMEM, "out of memory");
 
-        struct dp_gpu gpus[DP_MAX_GPUS];
-        size_t n_gpus = 0;
-        int r = read_gpus(o, gpus, &n_gpus, err);
+        int r = refresh_inventory(o, NULL, err);
         if (r < 0)
                 return gs_error_wrap(err, "kube plugin: GPU inventory");
-        struct dp_config cfg = {
-                .state_dir = o->state_dir,
-                .shim_path = o->shim_path,
-                .daemon_socket = o->daemon_socket,
-                .cdi_kind = o->cdi_kind,
-                .policy = o->policy,
-                .release_grace_s = o->release_grace_s,
-                .hooks = o->hooks,
-        };
+        node_lock(o->node);
+        node_reconcile_files_locked(o->node); /* a standalone plugin's first look */
+        node_unlock(o->node);
+        struct dp_config cfg = { .node = o->node, .release_grace_s = o->release_grace_s };
         struct dp *d = NULL;
-        r = dp_new(&cfg, gpus, n_gpus, &d, err);
+        r = dp_new(&cfg, &d, err);
         if (r < 0)
                 return r;
-        fprintf(stderr, "gpuslice-kube: %zu GPUs, %zu allocations on record\n", n_gpus,
-                dp_n_allocations(d));
+        gs_log_info("kubelet: %u GPUs, %zu Kubernetes slices on record", o->node->inv.n_gpus,
+                    dp_n_allocations(d));
 
         _cleanup_close_ int ino = inotify_init1(IN_CLOEXEC | IN_NONBLOCK);
         if (ino < 0 || inotify_add_watch(ino, o->plugin_dir,
@@ -221,8 +211,8 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
                                         const struct inotify_event *ev = (const void *)p;
                                         if ((ev->mask & (IN_CREATE | IN_MOVED_TO)) && ev->len &&
                                             strcmp(ev->name, "kubelet.sock") == 0) {
-                                                fprintf(stderr, "gpuslice-kube: kubelet.sock "
-                                                                "recreated: kubelet restarted\n");
+                                                gs_log_info("kubelet: kubelet.sock recreated: "
+                                                            "the kubelet restarted");
                                                 registered = false;
                                                 next_register = 0;
                                         }
@@ -231,7 +221,7 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
                         }
                 }
                 if (!socket_exists(sock)) {
-                        fprintf(stderr, "gpuslice-kube: %s removed: serving again\n", sock);
+                        gs_log_warn("kubelet: %s removed: serving again", sock);
                         restart = true;
                 }
                 if (restart) {
@@ -248,12 +238,11 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
                 }
                 if (now_ms() >= next_health) {
                         struct gs_error *e = NULL;
-                        if (read_gpus(o, gpus, &n_gpus, &e) >= 0) {
-                                if (dp_set_gpus(d, gpus, n_gpus) > 0)
-                                        fprintf(stderr, "gpuslice-kube: GPU health changed\n");
-                        } else {
-                                fprintf(stderr, "gpuslice-kube: inventory: %s\n", gs_error_msg(e));
-                        }
+                        int hr = refresh_inventory(o, d, &e);
+                        if (hr > 0)
+                                gs_log_info("kubelet: GPU health changed: advertising again");
+                        else if (hr < 0)
+                                gs_log_warn("kubelet: inventory: %s", gs_error_msg(e));
                         gs_error_free(e);
                         next_health = now_ms() + o->health_poll_ms;
                 }
@@ -265,6 +254,6 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
         dp_server_stop(srv);
         dp_free(d);
         dp_grpc_shutdown();
-        fprintf(stderr, "gpuslice-kube: stopped\n");
+        gs_log_info("kubelet: device plugin stopped");
         return r < 0 ? r : 0;
 }

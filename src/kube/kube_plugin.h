@@ -11,30 +11,30 @@
 #include "device_plugin.h"
 #include "error.h"
 #include "inventory.h"
+#include "node.h"
 
 #define KUBE_PLUGIN_DIR "/var/lib/kubelet/device-plugins"
 #define KUBE_POD_RESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 #define KUBE_ENDPOINT "gpuslice.sock"
-#define KUBE_STATE_DIR "/run/gpuslice/kube"
+#define KUBE_STATE_DIR "/run/gpuslice/kube" /* the standalone plugin's node */
 #define KUBE_SHIM_PATH "/usr/local/lib/gpuslice/libgpuslice.so"
 
 struct kube_options {
         const char *plugin_dir;           /* holds kubelet.sock and our socket */
         const char *pod_resources_socket; /* the kubelet's PodResources socket */
         const char *endpoint;             /* our socket's base name */
-        const char *state_dir;            /* allocation record, slice dirs (host paths) */
-        const char *shim_path;            /* host libgpuslice.so; NULL/"": no shim mounts */
-        const char *daemon_socket;        /* host gpusliced.sock to mount; NULL: none */
-        const char *cdi_kind;             /* NULL: no CDI names in answers */
-        enum gs_compute_policy policy;
+        /* The node whose slices pods get (required): its state directory,
+         * shim path, daemon socket and CDI kind decide the containers'
+         * edits; its ledger holds every slice, local and Kubernetes. */
+        struct node *node;
         int64_t release_grace_s;          /* default 60 */
         unsigned pod_poll_ms;             /* PodResources List period, default 10000 */
         unsigned health_poll_ms;          /* inventory refresh period, default 2000 */
-        /* The node's GPUs (required): fills inv; called at start and every
-         * health_poll_ms. A failure keeps the previous inventory. */
+        /* The node's GPUs (required): fills inv; called with the node's
+         * lock held, at start and every health_poll_ms. A failure keeps
+         * the previous inventory. */
         int (*read_inventory)(void *ctx, struct gs_inventory *inv, struct gs_error **err);
         void *inventory_ctx;
-        struct dp_hooks hooks;            /* optional link to the daemon's ledger */
 };
 
 /* Fill o with the defaults above (no inventory callback). */
@@ -43,9 +43,8 @@ void kube_options_init(struct kube_options *o);
 /* Run the device plugin until stop_fd becomes readable (or hangs up).
  * Returns 0 after a clean shutdown (our socket removed, allocations kept on
  * disk), or a negative errno with *err set when it cannot start (no
- * inventory, unusable state dir, cannot listen). Failing registrations are
- * retried every 2 s and logged to stderr, not fatal. Calls grpc_init /
- * grpc_shutdown itself. */
+ * inventory, cannot listen). Failing registrations are retried every 2 s
+ * and logged (gs_log), not fatal. Calls grpc_init / grpc_shutdown itself. */
 int kube_plugin_run(const struct kube_options *opt, int stop_fd, struct gs_error **err);
 
 #endif /* GS_KUBE_PLUGIN_H */

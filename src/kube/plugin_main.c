@@ -15,19 +15,28 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "compute_policy.h"
 #include "kube_plugin.h"
+#include "log.h"
+#include "log_stderr.h"
 #include "macro.h"
-#include "plugin_nvml.h"
+#include "node.h"
+#include "number.h"
+#include "nvml.h"
 
 static int parse_num(const char *s, long long min, long long max, long long *ret)
 {
-        char *end = NULL;
-        errno = 0;
-        long long v = strtoll(s, &end, 10);
-        if (errno || !*s || *end || v < min || v > max)
+        int64_t v;
+        if (gs_i64_parse_str(s, min, max, &v) < 0)
                 return -EINVAL;
         *ret = v;
         return 0;
+}
+
+/* kube_options.read_inventory over the node layer's NVML loader. */
+static int nvml_inventory(void *ctx, struct gs_inventory *inv, struct gs_error **err)
+{
+        return nvml_read_inventory(ctx, inv, err);
 }
 
 static int file_inventory(void *ctx, struct gs_inventory *inv, struct gs_error **err)
@@ -70,7 +79,7 @@ static void usage(FILE *f)
               "  --kubelet-dir DIR     device plugin directory (" KUBE_PLUGIN_DIR ")\n"
               "  --pod-resources SOCK  PodResources socket (" KUBE_POD_RESOURCES_SOCKET ")\n"
               "  --endpoint NAME       our socket's name (" KUBE_ENDPOINT ")\n"
-              "  --state-dir DIR       allocation record and slice dirs (" KUBE_STATE_DIR ")\n"
+              "  --state-dir DIR       ledger, slice configs and dirs (" KUBE_STATE_DIR ")\n"
               "  --shim PATH           host libgpuslice.so ('' for none)\n"
               "  --daemon-socket PATH  host gpusliced.sock to mount into slices\n"
               "  --cdi-kind KIND       also answer CDI device KIND=<gpu uuid>\n"
@@ -85,6 +94,9 @@ int main(int argc, char **argv)
 {
         struct kube_options o;
         kube_options_init(&o);
+        struct node_config nc = { .state_dir = KUBE_STATE_DIR, .shim_path = KUBE_SHIM_PATH };
+        static char program[] = "gpuslice-kubelet-plugin";
+        gs_log_set_sink(node_log_stderr, program);
         const char *inventory = NULL, *nvml_dir = NULL;
         bool use_nvml = false;
         static const struct option longopts[] = {
@@ -112,20 +124,16 @@ int main(int argc, char **argv)
                 case 'k': o.plugin_dir = optarg; break;
                 case 'p': o.pod_resources_socket = optarg; break;
                 case 'e': o.endpoint = optarg; break;
-                case 's': o.state_dir = optarg; break;
-                case 'S': o.shim_path = optarg; break;
-                case 'D': o.daemon_socket = optarg; break;
-                case 'c': o.cdi_kind = optarg; break;
+                case 's': nc.state_dir = optarg; break;
+                case 'S': nc.shim_path = optarg; break;
+                case 'D': nc.daemon_socket = optarg; break;
+                case 'c': nc.cdi_kind = optarg; break;
                 case 'i': inventory = optarg; break;
                 case 'N': nvml_dir = optarg; use_nvml = true; break;
                 case 'n': use_nvml = true; break;
                 case 'P':
-                        if (strcmp(optarg, "share") == 0)
-                                o.policy = GS_POLICY_SHARE;
-                        else if (strcmp(optarg, "cap") == 0)
-                                o.policy = GS_POLICY_CAP;
-                        else {
-                                fprintf(stderr, "--policy: expected share or cap\n");
+                        if (gs_compute_policy_parse_str(optarg, &nc.compute_policy) < 0) {
+                                fprintf(stderr, "--policy: expected %s\n", GS_COMPUTE_POLICY_NAMES);
                                 return 2;
                         }
                         break;
@@ -156,19 +164,27 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return 2;
         }
-        struct plugin_nvml *nvml = NULL;
+        struct nvml *nvml = NULL;
         if (use_nvml) {
                 _cleanup_error_ struct gs_error *e = NULL;
-                if (plugin_nvml_open(nvml_dir, &nvml, &e) < 0) {
+                if (nvml_open(nvml_dir, &nvml, &e) < 0) {
                         fprintf(stderr, "gpuslice-kubelet-plugin: %s\n", gs_error_msg(e));
                         return 1;
                 }
-                o.read_inventory = plugin_nvml_inventory;
+                o.read_inventory = nvml_inventory;
                 o.inventory_ctx = nvml;
         } else {
                 o.read_inventory = file_inventory;
                 o.inventory_ctx = (void *)inventory;
         }
+        struct node *node = NULL;
+        _cleanup_error_ struct gs_error *nerr = NULL;
+        if (node_open(&nc, &node, &nerr) < 0) {
+                fprintf(stderr, "gpuslice-kubelet-plugin: %s\n", gs_error_msg(nerr));
+                nvml_close(nvml);
+                return 1;
+        }
+        o.node = node;
 
         sigset_t set;
         sigemptyset(&set);
@@ -183,7 +199,8 @@ int main(int argc, char **argv)
         signal(SIGPIPE, SIG_IGN);
         _cleanup_error_ struct gs_error *err = NULL;
         int r = kube_plugin_run(&o, sfd, &err);
-        plugin_nvml_close(nvml);
+        nvml_close(nvml);
+        node_close(node);
         if (r < 0) {
                 fprintf(stderr, "gpuslice-kubelet-plugin: %s\n", gs_error_msg(err));
                 return 1;

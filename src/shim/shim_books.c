@@ -14,6 +14,7 @@
 
 #include <gpuslice/slice_state.h>
 
+#include "proc_stat.h"
 #include "shim.h"
 
 static struct gs_slice_state *st;
@@ -37,29 +38,12 @@ static uint64_t proc_start_time(int pid, char *ret_state)
                 return 0;
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
         close(fd);
-        if (n <= 0)
+        struct gs_proc_stat ps;
+        if (n <= 0 || gs_proc_stat_parse(buf, (size_t)n, &ps) < 0)
                 return 0;
-        buf[n] = '\0';
-        char *p = strrchr(buf, ')');
-        if (!p || p[1] != ' ')
-                return 0;
-        p += 2; /* field 3: state */
         if (ret_state)
-                *ret_state = *p;
-        for (int field = 3; field < 22; field++) {
-                p = strchr(p, ' ');
-                if (!p)
-                        return 0;
-                p++;
-        }
-        uint64_t v = 0;
-        int digits = 0;
-        while (*p >= '0' && *p <= '9' && digits < 20) {
-                v = v * 10 + (uint64_t)(*p - '0');
-                p++;
-                digits++;
-        }
-        return digits ? v : 0;
+                *ret_state = ps.state;
+        return ps.start_time;
 }
 
 static bool owner_alive(uint64_t owner)

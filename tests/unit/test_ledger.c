@@ -169,7 +169,7 @@ static void save_and_load(void **state)
 }
 
 /* The test seam for the directory fsync (src/core/ledger.c). */
-extern int (*ledger_dir_fsync)(int fd);
+extern int (*atomic_dir_fsync)(int fd);
 
 static int failing_fsync(int fd)
 {
@@ -192,11 +192,11 @@ static void dir_sync_fails(void **state)
         gs_ledger_init(&back);
         struct gs_slice s = make_slice(&l, 400, "d");
         assert_int_equal(gs_ledger_add(&l, &s, NULL), 0);
-        int (*saved)(int) = ledger_dir_fsync;
-        ledger_dir_fsync = failing_fsync;
+        int (*saved)(int) = atomic_dir_fsync;
+        atomic_dir_fsync = failing_fsync;
         struct gs_error *err = NULL;
         int r = gs_ledger_save(&l, path, &err);
-        ledger_dir_fsync = saved;
+        atomic_dir_fsync = saved;
         assert_int_equal(r, EIO); /* positive: saved, durability not certain */
         assert_null(err);
         assert_int_equal(gs_ledger_load(&back, path, NULL), 0);

@@ -11,6 +11,8 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "number.h"
+#include "proc_stat.h"
 
 static int read_proc(pid_t pid, const char *what, char *buf, size_t size)
 {
@@ -26,31 +28,22 @@ static int read_proc(pid_t pid, const char *what, char *buf, size_t size)
         return 0;
 }
 
-int proc_start_time(pid_t pid, uint64_t *ret)
+static int read_stat(pid_t pid, struct gs_proc_stat *ret)
 {
         char buf[4096];
         int r = read_proc(pid, "stat", buf, sizeof(buf));
         if (r < 0)
                 return r;
-        /* The command name (field 2) may hold spaces and parentheses:
-         * fields after it start after the last ')'. */
-        char *p = strrchr(buf, ')');
-        if (!p)
-                return -EINVAL;
-        p++;
-        /* p is at " S ppid ..." : field 3 is the state; field 22 is 19 more. */
-        for (int field = 2; field < 22; field++) {
-                p = strchr(p, ' ');
-                if (!p)
-                        return -EINVAL;
-                p++;
-        }
-        errno = 0;
-        char *end = NULL;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (errno || end == p || (*end != ' ' && *end != '\n' && *end != '\0'))
-                return -EINVAL;
-        *ret = v;
+        return gs_proc_stat_parse(buf, strlen(buf), ret);
+}
+
+int proc_start_time(pid_t pid, uint64_t *ret)
+{
+        struct gs_proc_stat st;
+        int r = read_stat(pid, &st);
+        if (r < 0)
+                return r;
+        *ret = st.start_time;
         return 0;
 }
 
@@ -60,14 +53,13 @@ int proc_uid(pid_t pid, uid_t *ret)
         int r = read_proc(pid, "status", buf, sizeof(buf));
         if (r < 0)
                 return r;
-        char *p = strstr(buf, "\nUid:");
+        const char *p = strstr(buf, "\nUid:");
         if (!p)
                 return -EINVAL;
         p += 5;
-        errno = 0;
-        char *end = NULL;
-        unsigned long v = strtoul(p, &end, 10);
-        if (errno || end == p || v > (uid_t)-2)
+        p += strspn(p, " \t");
+        uint64_t v;
+        if (gs_u64_parse_prefix(p, (uid_t)-2, &v, NULL) < 0)
                 return -EINVAL;
         *ret = (uid_t)v;
         return 0;
@@ -75,24 +67,8 @@ int proc_uid(pid_t pid, uid_t *ret)
 
 pid_t proc_parent(pid_t pid)
 {
-        char path[64], buf[512];
-        snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return -1;
-        ssize_t n = read(fd, buf, sizeof(buf) - 1);
-        if (n <= 0)
-                return -1;
-        buf[n] = '\0';
-        const char *p = strrchr(buf, ')');
-        if (!p || p[1] != ' ' || !p[2] || p[3] != ' ')
-                return -1;
-        char *end = NULL;
-        errno = 0;
-        long ppid = strtol(p + 4, &end, 10);
-        if (errno || end == p + 4 || *end != ' ' || ppid < 0 || ppid > INT32_MAX)
-                return -1;
-        return (pid_t)ppid;
+        struct gs_proc_stat st;
+        return read_stat(pid, &st) < 0 ? -1 : st.ppid;
 }
 
 int proc_root_stat_dir(pid_t pid, const char *path, struct stat *ret)

@@ -111,7 +111,7 @@ int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_erro
         if (r != NVML_SUCCESS)
                 return gs_error_set(err, -EIO, "NVML cannot count GPUs: %s", nerr(n, r));
         if (count > GS_MAX_GPUS) {
-                dlog_warn("%u GPUs found; managing the first %d", count, GS_MAX_GPUS);
+                gs_log_warn("%u GPUs found; managing the first %d", count, GS_MAX_GPUS);
                 count = GS_MAX_GPUS;
         }
         memset(inv, 0, sizeof(*inv));
@@ -129,7 +129,7 @@ int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_erro
                         if (!n->name || n->name(dev, g->name, sizeof(g->name)) != NVML_SUCCESS)
                                 snprintf(g->name, sizeof(g->name), "unknown");
                 } else {
-                        dlog_warn("GPU %u does not answer NVML queries: marked unhealthy", i);
+                        gs_log_warn("GPU %u does not answer NVML queries: marked unhealthy", i);
                         if (!g->uuid[0])
                                 snprintf(g->uuid, sizeof(g->uuid), "GPU-unknown-%u", i);
                 }
@@ -262,7 +262,7 @@ void nvml_measure_overhead(struct nvml *n, const char *sim_dir, struct gs_invent
                 struct pollfd pfd = { .fd = p[0], .events = POLLIN };
                 if (poll(&pfd, 1, 10000) <= 0) {
                         kill(child, SIGKILL);
-                        dlog_warn("context overhead measurement timed out");
+                        gs_log_warn("context overhead measurement timed out");
                         break;
                 }
                 ssize_t r = read(p[0], buf + len, sizeof(buf) - 1 - len);

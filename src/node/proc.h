@@ -1,6 +1,7 @@
-/* Facts about processes from /proc, bounded and strictly parsed. */
-#ifndef GS_DAEMON_PROC_H
-#define GS_DAEMON_PROC_H
+/* Facts about processes from /proc, bounded and strictly parsed (the
+ * stat text by core's gs_proc_stat_parse). */
+#ifndef GS_NODE_PROC_H
+#define GS_NODE_PROC_H
 
 #include <stdint.h>
 #include <sys/stat.h>
@@ -26,4 +27,4 @@ pid_t proc_parent(pid_t pid);
  * -ENOTDIR/-ELOOP: a component is a symlink or no directory). */
 int proc_root_stat_dir(pid_t pid, const char *path, struct stat *ret);
 
-#endif /* GS_DAEMON_PROC_H */
+#endif /* GS_NODE_PROC_H */

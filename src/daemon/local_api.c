@@ -1,7 +1,8 @@
-/* gpusliced's event loop: the listening socket, client connections with
- * framed requests, signals and the pidfds of slice processes, all on one
- * epoll instance owned by one thread, which serves each batch of events
- * under d->lock (shared with the kubelet plugin's thread, see kubelet.c). */
+/* gpusliced's local API: the listening socket and client connections with
+ * framed requests (local_proto.h), watched on the daemon's event loop
+ * (src/node/event_loop.c) and served under the node's lock. A connection
+ * whose first frame is a shim's (GSAR) is handed to the compute arbiter's
+ * service. */
 #include "daemon.h"
 
 #include <fcntl.h>
@@ -20,18 +21,11 @@
 #include "arbiter_server.h"
 #include "log.h"
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
+#define now_ms node_now_ms
 
-int server_watch(struct daemon *d, struct watch *w, uint32_t events)
-{
-        struct epoll_event ev = { .events = events, .data.ptr = w };
-        return epoll_ctl(d->epfd, EPOLL_CTL_ADD, w->fd, &ev) < 0 ? -errno : 0;
-}
+static void on_accept(struct node_watch *w, uint32_t events);
+static void on_conn(struct node_watch *w, uint32_t events);
+static int check_deadlines(void *ctx, int64_t now);
 
 static int make_addr(const char *path, struct sockaddr_un *sa, struct gs_error **err)
 {
@@ -43,7 +37,7 @@ static int make_addr(const char *path, struct sockaddr_un *sa, struct gs_error *
         return 0;
 }
 
-int server_listen(struct daemon *d, struct gs_error **err)
+int local_api_listen(struct daemon *d, struct gs_error **err)
 {
         struct sockaddr_un sa;
         int r = make_addr(d->socket_path, &sa, err);
@@ -67,8 +61,11 @@ int server_listen(struct daemon *d, struct gs_error **err)
                 close(fd);
                 return gs_error_set(err, -e, "cannot listen on %s: %s", d->socket_path, strerror(e));
         }
-        d->listen = (struct watch){ .kind = WATCH_LISTEN, .fd = fd };
-        return server_watch(d, &d->listen, EPOLLIN);
+        d->listen = (struct node_watch){ .fd = fd, .fn = on_accept, .ctx = d };
+        r = node_loop_watch(&d->loop, &d->listen, EPOLLIN);
+        if (r < 0)
+                return gs_error_set(err, r, "cannot watch %s: %s", d->socket_path, strerror(-r));
+        return node_loop_add_tick(&d->loop, check_deadlines, d);
 }
 
 static void conn_close(struct daemon *d, struct conn *c)
@@ -76,7 +73,7 @@ static void conn_close(struct daemon *d, struct conn *c)
         for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
                 if (d->conns[i] == c)
                         d->conns[i] = NULL;
-        epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->w.fd, NULL);
+        node_loop_unwatch(&d->loop, &c->w);
         close(c->w.fd);
         free(c->in);
         gs_free(c->out);
@@ -86,8 +83,7 @@ static void conn_close(struct daemon *d, struct conn *c)
 static void conn_update_events(struct daemon *d, struct conn *c)
 {
         uint32_t ev = c->out_len > c->out_off ? EPOLLOUT : EPOLLIN;
-        struct epoll_event e = { .events = ev | EPOLLRDHUP, .data.ptr = c };
-        epoll_ctl(d->epfd, EPOLL_CTL_MOD, c->w.fd, &e);
+        node_loop_rewatch(&d->loop, &c->w, ev | EPOLLRDHUP);
 }
 
 /* Queue a frame (taking ownership) and try to send it right away. */
@@ -134,7 +130,7 @@ static void handle_frame(struct daemon *d, struct conn *c, uint16_t type, const 
         struct gs_error *err = NULL;
         struct gs_proto_msg m = { 0 };
         if (!gs_proto_request_known(type)) {
-                dlog_warn("client pid %d uid %u: unknown request type %u", (int)c->pid,
+                gs_log_warn("client pid %d uid %u: unknown request type %u", (int)c->pid,
                           (unsigned)c->uid, type);
                 send_error(d, c, -EBADMSG, "unknown request type");
                 return;
@@ -151,10 +147,10 @@ static void handle_frame(struct daemon *d, struct conn *c, uint16_t type, const 
         gs_proto_builder_done(&b);
         if (r < 0) {
                 if (r != -ENOSPC)
-                        dlog_warn("request %u from pid %d uid %u refused: %s", type, (int)c->pid,
+                        gs_log_warn("request %u from pid %d uid %u refused: %s", type, (int)c->pid,
                                   (unsigned)c->uid, gs_error_msg(err));
                 else
-                        dlog_info("request from pid %d refused: %s", (int)c->pid, gs_error_msg(err));
+                        gs_log_info("request from pid %d refused: %s", (int)c->pid, gs_error_msg(err));
                 send_error(d, c, r, gs_error_msg(err));
         } else {
                 conn_send(d, c, frame, len);
@@ -174,7 +170,7 @@ static bool conn_process(struct daemon *d, struct conn *c)
                 return false;
         if (r < 0) {
                 /* The stream cannot be resynchronised: answer and hang up. */
-                dlog_warn("client pid %d uid %u: %s; closing", (int)c->pid, (unsigned)c->uid,
+                gs_log_warn("client pid %d uid %u: %s; closing", (int)c->pid, (unsigned)c->uid,
                           gs_error_msg(err));
                 send_error(d, c, r, gs_error_msg(err));
                 gs_error_free(err);
@@ -221,7 +217,7 @@ static void conn_handoff(struct daemon *d, struct conn *c)
         for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
                 if (d->conns[i] == c)
                         d->conns[i] = NULL;
-        epoll_ctl(d->epfd, EPOLL_CTL_DEL, c->w.fd, NULL);
+        node_loop_unwatch(&d->loop, &c->w);
         arbsrv_adopt(d, c->w.fd, c->pid, c->uid, c->in, c->in_len);
         free(c->in);
         gs_free(c->out);
@@ -242,7 +238,7 @@ static void conn_readable(struct daemon *d, struct conn *c)
                         break;
                 if (n <= 0) {
                         if (c->in_len)
-                                dlog_warn("client pid %d hung up inside a frame (%zu bytes)",
+                                gs_log_warn("client pid %d hung up inside a frame (%zu bytes)",
                                           (int)c->pid, c->in_len);
                         conn_close(d, c);
                         return;
@@ -265,8 +261,10 @@ static void conn_readable(struct daemon *d, struct conn *c)
         conn_flush(d, c);
 }
 
-static void accept_one(struct daemon *d)
+static void on_accept(struct node_watch *w, uint32_t events)
 {
+        struct daemon *d = w->ctx;
+        (void)events;
         int fd = accept4(d->listen.fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (fd < 0)
                 return;
@@ -280,7 +278,7 @@ static void accept_one(struct daemon *d)
             !(c = calloc(1, sizeof(*c))) ||
             !(c->in = malloc(GS_PROTO_HEADER_SIZE + GS_PROTO_MAX_REQUEST))) {
                 if (slot == DAEMON_MAX_CONNS)
-                        dlog_warn("connection refused: %d connections open", DAEMON_MAX_CONNS);
+                        gs_log_warn("connection refused: %d connections open", DAEMON_MAX_CONNS);
                 uint8_t *frame = NULL;
                 size_t len = 0;
                 if (gs_proto_error_frame(-EBUSY, "too many connections", &frame, &len) == 0)
@@ -291,11 +289,11 @@ static void accept_one(struct daemon *d)
                 close(fd);
                 return;
         }
-        c->w = (struct watch){ .kind = WATCH_CONN, .fd = fd };
+        c->w = (struct node_watch){ .fd = fd, .fn = on_conn, .ctx = d };
         c->uid = cred.uid;
         c->pid = cred.pid;
         c->last_active_ms = now_ms();
-        if (server_watch(d, &c->w, EPOLLIN | EPOLLRDHUP) < 0) {
+        if (node_loop_watch(&d->loop, &c->w, EPOLLIN | EPOLLRDHUP) < 0) {
                 free(c->in);
                 free(c);
                 close(fd);
@@ -304,10 +302,21 @@ static void accept_one(struct daemon *d)
         d->conns[slot] = c;
 }
 
-/* Enforce frame deadlines and idle limits; returns the epoll timeout. */
-static int check_deadlines(struct daemon *d)
+static void on_conn(struct node_watch *w, uint32_t events)
 {
-        int64_t now = now_ms(), next = -1;
+        struct conn *c = (struct conn *)w;
+        if (events & EPOLLOUT)
+                conn_flush(w->ctx, c);
+        else if (events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
+                conn_readable(w->ctx, c);
+}
+
+/* The loop's tick: enforce frame deadlines and idle limits; returns when
+ * the next one is due. */
+static int check_deadlines(void *ctx, int64_t now)
+{
+        struct daemon *d = ctx;
+        int64_t next = -1;
         for (size_t i = 0; i < DAEMON_MAX_CONNS; i++) {
                 struct conn *c = d->conns[i];
                 if (!c)
@@ -316,7 +325,7 @@ static int check_deadlines(struct daemon *d)
                                                   : c->last_active_ms + DAEMON_IDLE_MS;
                 if (due <= now) {
                         if (c->frame_started_ms && !c->closing) {
-                                dlog_warn("client pid %d: incomplete frame after %d ms; closing",
+                                gs_log_warn("client pid %d: incomplete frame after %d ms; closing",
                                           (int)c->pid, DAEMON_FRAME_DEADLINE_MS);
                                 send_error(d, c, -ETIMEDOUT,
                                            "incomplete frame: timed out waiting for the rest");
@@ -335,67 +344,7 @@ static int check_deadlines(struct daemon *d)
         return next < 0 ? -1 : (int)GS_MAX(next - now, 1);
 }
 
-static void on_signal(struct daemon *d)
-{
-        struct signalfd_siginfo si;
-        while (read(d->sig.fd, &si, sizeof(si)) == sizeof(si)) {
-                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
-                        dlog_info("signal %u: shutting down", si.ssi_signo);
-                        d->stop = true;
-                } else {
-                        dlog_info("signal %u ignored", si.ssi_signo);
-                }
-        }
-}
-
-int server_run(struct daemon *d)
-{
-        struct epoll_event evs[64];
-        while (!d->stop) {
-                int timeout = check_deadlines(d);
-                int n = epoll_wait(d->epfd, evs, (int)GS_ARRAY_SIZE(evs), timeout);
-                if (n < 0 && errno == EINTR)
-                        continue;
-                if (n < 0) {
-                        dlog_error("epoll_wait: %m");
-                        return -errno;
-                }
-                pthread_mutex_lock(&d->lock);
-                for (int i = 0; i < n && !d->stop; i++) {
-                        struct watch *w = evs[i].data.ptr;
-                        switch (w->kind) {
-                        case WATCH_ARB:
-                                arbsrv_event(d, w, evs[i].events);
-                                break;
-                        case WATCH_KUBE:
-                                dlog_error("the kubelet device plugin stopped: shutting down");
-                                d->stop = true;
-                                break;
-                        case WATCH_LISTEN:
-                                accept_one(d);
-                                break;
-                        case WATCH_SIGNAL:
-                                on_signal(d);
-                                break;
-                        case WATCH_PIDFD:
-                                slices_process_exited(d, (struct follow *)w);
-                                break;
-                        case WATCH_CONN: {
-                                struct conn *c = (struct conn *)w;
-                                if (evs[i].events & EPOLLOUT)
-                                        conn_flush(d, c);
-                                else if (evs[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR))
-                                        conn_readable(d, c);
-                                break;
-                        }
-                        }
-                }
-                pthread_mutex_unlock(&d->lock);
-        }
-        return 0;
-}
-
-void server_shutdown(struct daemon *d)
+void local_api_shutdown(struct daemon *d)
 {
         for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
                 if (d->conns[i])

@@ -18,7 +18,10 @@
 
 #include "kube_plugin.h"
 #include "arbiter_server.h"
+#include "compute_policy.h"
 #include "log.h"
+#include "log_stderr.h"
+#include "number.h"
 #include "nvml.h"
 
 #ifndef GS_SIM_LIBDIR
@@ -53,10 +56,8 @@ static const char usage_text[] =
 
 static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
 {
-        char *end = NULL;
-        errno = 0;
-        long long x = strtoll(v, &end, 10);
-        if (errno || end == v || *end || x < min || x > 86400000)
+        int64_t x;
+        if (gs_i64_parse_str(v, min, 86400000, &x) < 0)
                 return fprintf(stderr, "gpusliced: %s: expected a number from %lld to 86400000, "
                                        "got '%s'\n", flag, min, v), -EINVAL;
         *ret = x;
@@ -168,20 +169,12 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         break;
                 }
                 case 'C':
-                        if (arbsrv_policy_parse(optarg, &d->compute_policy) < 0)
+                        if (gs_compute_policy_parse_str(optarg, &d->compute_policy) < 0)
                                 return fprintf(stderr, "gpusliced: --compute-policy: '%s' is not "
                                                        "share or cap\n", optarg), -EINVAL;
                         break;
                 case 'l':
-                        if (strcmp(optarg, "error") == 0)
-                                dlog_max_level = DLOG_ERROR;
-                        else if (strcmp(optarg, "warning") == 0)
-                                dlog_max_level = DLOG_WARN;
-                        else if (strcmp(optarg, "info") == 0)
-                                dlog_max_level = DLOG_INFO;
-                        else if (strcmp(optarg, "debug") == 0)
-                                dlog_max_level = DLOG_DEBUG;
-                        else
+                        if (node_log_level_parse(optarg, &gs_log_max_level) < 0)
                                 return fprintf(stderr, "gpusliced: --log-level: '%s' is not error, "
                                                        "warning, info or debug\n", optarg), -EINVAL;
                         break;
@@ -199,8 +192,6 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         if (!have_socket)
                 snprintf(d->socket_path, sizeof(d->socket_path), "%s/%s", d->state_dir,
                          GS_LOCAL_SOCKET_NAME);
-        snprintf(d->ledger_path, sizeof(d->ledger_path), "%s/ledger", d->state_dir);
-        snprintf(d->kube_state_dir, sizeof(d->kube_state_dir), "%s/kube", d->state_dir);
         if (!d->kube.enabled && (d->kube.plugin_dir || d->kube.pod_resources_socket ||
                                  d->kube.cdi_kind || d->kube.shim_path ||
                                  d->kube.release_grace_s >= 0 || d->kube.pod_poll_ms ||
@@ -210,60 +201,34 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         return 0;
 }
 
-/* The state directory, its subdirectories and its lock (one daemon each). */
+/* The node (state directory, its lock, the ledger) and the socket's
+ * directory. */
 static int prepare_state(struct daemon *d)
 {
-        mode_t mode = geteuid() == 0 ? 0755 : 0700;
-        char path[DAEMON_PATH_MAX];
-        int r = make_dirs(d->state_dir, mode);
+        struct node_config cfg = { .state_dir = d->state_dir,
+                                   .daemon_socket = d->socket_path,
+                                   .shim_path = d->kube.shim_path ? d->kube.shim_path
+                                                                  : KUBE_SHIM_PATH,
+                                   .cdi_kind = d->kube.cdi_kind,
+                                   .placement = d->policy,
+                                   .compute_policy = d->compute_policy };
+        struct gs_error *err = NULL;
+        int r = node_open(&cfg, &d->node, &err);
         if (r < 0) {
-                dlog_error("cannot use state directory %s: %s", d->state_dir, strerror(-r));
+                gs_log_error("%s", gs_error_msg(err));
+                gs_error_free(err);
                 return r;
         }
-        snprintf(path, sizeof(path), "%s/lock", d->state_dir);
-        d->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
-        if (d->lock_fd < 0 || flock(d->lock_fd, LOCK_EX | LOCK_NB) < 0) {
-                dlog_error("state directory %s is in use by another gpusliced (lock %s: %m)",
-                           d->state_dir, path);
-                return -EBUSY;
-        }
-        const char *subs[] = { "conf", "slices" };
-        for (size_t i = 0; i < GS_ARRAY_SIZE(subs); i++) {
-                snprintf(path, sizeof(path), "%s/%s", d->state_dir, subs[i]);
-                if (mkdir(path, 0755) < 0 && errno != EEXIST) {
-                        dlog_error("cannot create %s: %m", path);
-                        return -errno;
-                }
-        }
+        d->node->observer = (struct node_observer){ .ctx = d, .slice_removed = slices_removed };
+        mode_t mode = geteuid() == 0 ? 0755 : 0700;
         char sockdir[DAEMON_PATH_MAX];
         snprintf(sockdir, sizeof(sockdir), "%s", d->socket_path);
         r = make_dirs(dirname(sockdir), mode);
         if (r < 0 && r != -EPERM) {
-                dlog_error("cannot create the socket's directory for %s: %s", d->socket_path,
-                           strerror(-r));
+                gs_log_error("cannot create the socket's directory for %s: %s", d->socket_path,
+                             strerror(-r));
                 return r;
         }
-        return 0;
-}
-
-static int load_ledger(struct daemon *d)
-{
-        struct gs_error *err = NULL;
-        int r = gs_ledger_load(&d->ledger, d->ledger_path, &err);
-        if (r == -ENOENT) {
-                dlog_info("no state file %s yet: starting with an empty ledger", d->ledger_path);
-                return 0;
-        }
-        if (r < 0) {
-                dlog_error("%s", gs_error_msg(err));
-                dlog_error("refusing to start: an empty ledger could over-commit GPUs that running "
-                           "slices use. Repair or remove %s once no slice process runs.",
-                           d->ledger_path);
-                gs_error_free(err);
-                return r;
-        }
-        dlog_info("loaded %zu slice%s from %s", d->ledger.n_slices,
-                  d->ledger.n_slices == 1 ? "" : "s", d->ledger_path);
         return 0;
 }
 
@@ -274,27 +239,29 @@ static int open_inventory(struct daemon *d)
                 const char *env = getenv("GPUSLICE_SIM_LIBDIR");
                 snprintf(d->sim_dir, sizeof(d->sim_dir), "%s", env && *env ? env : GS_SIM_LIBDIR);
                 if (!d->sim_dir[0]) {
-                        dlog_error("--sim: this build has no simgpu; set GPUSLICE_SIM_LIBDIR to the "
+                        gs_log_error("--sim: this build has no simgpu; set GPUSLICE_SIM_LIBDIR to the "
                                    "directory of simgpu's libnvidia-ml.so.1");
                         return -ENOENT;
                 }
                 sim_dir = d->sim_dir;
-                dlog_info("--sim: using simgpu, the simulated NVIDIA driver, from %s", sim_dir);
+                gs_log_info("--sim: using simgpu, the simulated NVIDIA driver, from %s", sim_dir);
         }
         struct gs_error *err = NULL;
+        static struct gs_inventory inv;
         int r = nvml_open(sim_dir, &d->nvml, &err);
         if (r == 0)
-                r = nvml_read_inventory(d->nvml, &d->inv, &err);
+                r = nvml_read_inventory(d->nvml, &inv, &err);
         if (r < 0) {
-                dlog_error("%s", gs_error_msg(err));
+                gs_log_error("%s", gs_error_msg(err));
                 gs_error_free(err);
                 return r;
         }
-        nvml_measure_overhead(d->nvml, sim_dir, &d->inv);
-        for (unsigned i = 0; i < d->inv.n_gpus; i++) {
-                const struct gs_gpu *g = &d->inv.gpus[i];
+        nvml_measure_overhead(d->nvml, sim_dir, &inv);
+        node_set_inventory_locked(d->node, &inv);
+        for (unsigned i = 0; i < inv.n_gpus; i++) {
+                const struct gs_gpu *g = &inv.gpus[i];
                 char mem[32], ovh[32];
-                dlog_info("GPU %u: %s (%s), %s, %s, context overhead %s%s", g->index, g->uuid,
+                gs_log_info("GPU %u: %s (%s), %s, %s, context overhead %s%s", g->index, g->uuid,
                           g->name, gs_bytes_human(g->memory_total, mem, sizeof(mem)),
                           g->healthy ? "healthy" : "UNHEALTHY",
                           gs_bytes_human(g->context_overhead, ovh, sizeof(ovh)),
@@ -303,11 +270,30 @@ static int open_inventory(struct daemon *d)
         return 0;
 }
 
+static void on_signal(struct node_watch *w, uint32_t events)
+{
+        struct daemon *d = w->ctx;
+        struct signalfd_siginfo si;
+        (void)events;
+        while (read(d->sig.fd, &si, sizeof(si)) == sizeof(si)) {
+                if (si.ssi_signo == SIGTERM || si.ssi_signo == SIGINT) {
+                        gs_log_info("signal %u: shutting down", si.ssi_signo);
+                        node_loop_stop(&d->loop);
+                } else {
+                        gs_log_info("signal %u ignored", si.ssi_signo);
+                }
+        }
+}
+
 static int setup_loop(struct daemon *d)
 {
-        d->epfd = epoll_create1(EPOLL_CLOEXEC);
-        if (d->epfd < 0)
-                return -errno;
+        struct gs_error *err = NULL;
+        int r = node_loop_init(&d->loop, &d->node->lock, &err);
+        if (r < 0) {
+                gs_log_error("%s", gs_error_msg(err));
+                gs_error_free(err);
+                return r;
+        }
         sigset_t set;
         sigemptyset(&set);
         sigaddset(&set, SIGTERM);
@@ -318,58 +304,64 @@ static int setup_loop(struct daemon *d)
         int fd = signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
         if (fd < 0)
                 return -errno;
-        d->sig = (struct watch){ .kind = WATCH_SIGNAL, .fd = fd };
-        return server_watch(d, &d->sig, EPOLLIN);
+        d->sig = (struct node_watch){ .fd = fd, .fn = on_signal, .ctx = d };
+        return node_loop_watch(&d->loop, &d->sig, EPOLLIN);
 }
 
 int main(int argc, char **argv)
 {
         static struct daemon d;
-        d.epfd = d.lock_fd = -1;
         d.listen.fd = d.sig.fd = -1;
+        d.loop.epfd = -1;
         d.kube_stop_fd = d.kube_stop_rd = d.kube_done_wr = d.kube_done.fd = -1;
         d.kube.release_grace_s = -1;
-        pthread_mutex_init(&d.lock, NULL);
-        gs_ledger_init(&d.ledger);
+        static char program[] = "gpusliced";
+        gs_log_set_sink(node_log_stderr, program);
         if (parse_args(&d, argc, argv) < 0)
                 return 2;
         int r;
-        if ((r = prepare_state(&d)) < 0 || (r = load_ledger(&d)) < 0 || (r = open_inventory(&d)) < 0)
+        if ((r = prepare_state(&d)) < 0 || (r = open_inventory(&d)) < 0)
                 return 1;
         if ((r = setup_loop(&d)) < 0) {
-                dlog_error("cannot set up the event loop: %s", strerror(-r));
+                gs_log_error("cannot set up the event loop: %s", strerror(-r));
                 return 1;
         }
-        if (slices_reconcile(&d) < 0 || arbsrv_init(&d) < 0)
+        /* Single-threaded until the plugin starts; the lock for form's sake. */
+        node_lock(d.node);
+        node_reconcile_files_locked(d.node);
+        r = slices_reconcile(&d) < 0 || arbsrv_init(&d) < 0 ? -1 : 0;
+        node_unlock(d.node);
+        if (r < 0)
                 return 1;
         struct gs_error *err = NULL;
-        if (server_listen(&d, &err) < 0) {
-                dlog_error("%s", gs_error_msg(err));
+        if (local_api_listen(&d, &err) < 0) {
+                gs_log_error("%s", gs_error_msg(err));
                 gs_error_free(err);
                 return 1;
         }
-        dlog_info("listening on %s (state %s, policy %s, %u GPU%s, %zu slice%s)", d.socket_path,
-                  d.state_dir, gs_placement_policy_name(d.policy), d.inv.n_gpus,
-                  d.inv.n_gpus == 1 ? "" : "s", d.ledger.n_slices,
-                  d.ledger.n_slices == 1 ? "" : "s");
+        const struct node *n = d.node;
+        gs_log_info("listening on %s (state %s, policy %s, %u GPU%s, %zu slice%s)", d.socket_path,
+                    d.state_dir, gs_placement_policy_name(d.policy), n->inv.n_gpus,
+                    n->inv.n_gpus == 1 ? "" : "s", n->ledger.n_slices,
+                    n->ledger.n_slices == 1 ? "" : "s");
         if (kubelet_start(&d) < 0)
-                d.stop = d.kube_failed = true;
-        server_run(&d);
+                d.loop.stop = d.kube_failed = true;
+        node_loop_run(&d.loop);
         kubelet_stop(&d);
-        server_shutdown(&d);
+        node_lock(d.node);
+        local_api_shutdown(&d);
         arbsrv_done(&d);
-        r = gs_ledger_save(&d.ledger, d.ledger_path, &err);
+        r = node_save_locked(d.node, &err);
         if (r < 0)
-                dlog_error("%s", gs_error_msg(err));
+                gs_log_error("%s", gs_error_msg(err));
         gs_error_free(err);
-        dlog_info("stopped; %zu slice%s kept for the next start", d.ledger.n_slices,
-                  d.ledger.n_slices == 1 ? "" : "s");
+        gs_log_info("stopped; %zu slice%s kept for the next start", n->ledger.n_slices,
+                    n->ledger.n_slices == 1 ? "" : "s");
         slices_unfollow_all(&d);
         nvml_close(d.nvml);
-        gs_ledger_done(&d.ledger);
+        node_unlock(d.node);
         close(d.sig.fd);
-        close(d.epfd);
-        close(d.lock_fd);
-        pthread_mutex_destroy(&d.lock);
+        node_loop_done(&d.loop);
+        node_close(d.node);
         return r < 0 || d.kube_failed ? 1 : 0;
 }

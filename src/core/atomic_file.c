@@ -1,0 +1,118 @@
+/* Crash-safe file replace and bounded reads. See atomic_file.h. */
+#include "atomic_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <libgen.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "macro.h"
+
+/* Tests replace it to simulate a directory that cannot be synced. */
+GS_TESTABLE int (*atomic_dir_fsync)(int fd) = fsync;
+
+static int write_all(int fd, const char *buf, size_t len)
+{
+        while (len) {
+                ssize_t n = write(fd, buf, len);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0)
+                        return -errno;
+                if (n == 0)
+                        return -EIO;
+                buf += n;
+                len -= (size_t)n;
+        }
+        return 0;
+}
+
+static int sync_dir(const char *path)
+{
+        _cleanup_free_ char *dircopy = strdup(path);
+        if (!dircopy)
+                return -ENOMEM;
+        _cleanup_close_ int dfd = open(dirname(dircopy), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        errno = 0;
+        if (dfd < 0 || atomic_dir_fsync(dfd) < 0)
+                return errno ? -errno : -EIO;
+        return 0;
+}
+
+int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+                    struct gs_error **err)
+{
+        _cleanup_free_ char *tmp = NULL;
+        if (asprintf(&tmp, "%s.tmp", path) < 0) {
+                tmp = NULL;
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        }
+        /* A leftover temp file (a crash mid-write) is ours to replace; a
+         * link there is never followed. */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
+        if (fd < 0) {
+                int e = errno;
+                return gs_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
+        }
+        int r = write_all(fd, data, len);
+        if (r == 0 && fchmod(fd, mode) < 0)
+                r = -errno;
+        if (r == 0 && fsync(fd) < 0)
+                r = -errno;
+        if (close(fd) < 0 && r == 0)
+                r = -errno;
+        if (r == 0 && rename(tmp, path) < 0)
+                r = -errno;
+        if (r < 0) {
+                unlink(tmp);
+                return gs_error_set(err, r, "cannot write %s: %s", path, strerror(-r));
+        }
+        /* The new content is in place: from here on the replace has
+         * happened, whatever the directory sync says. */
+        r = sync_dir(path);
+        return r < 0 ? -r : 0;
+}
+
+int gs_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
+                 struct gs_error **err)
+{
+        /* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
+        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
+                int e = errno;
+                if (e == ENOENT)
+                        return -ENOENT;
+                return gs_error_set(err, -e, "cannot open %s: %s", path, strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
+                return gs_error_set(err, -EINVAL, "%s is not a regular file", path);
+        if ((uint64_t)st.st_size > max)
+                return gs_error_set(err, -EFBIG, "%s is larger than %zu bytes", path, max);
+        size_t size = (size_t)st.st_size;
+        _cleanup_free_ char *buf = malloc(size + 1);
+        if (!buf)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        size_t got = 0;
+        while (got < size) {
+                ssize_t n = read(fd, buf + got, size - got);
+                if (n < 0 && errno == EINTR)
+                        continue;
+                if (n < 0) {
+                        int e = errno;
+                        return gs_error_set(err, -e, "cannot read %s: %s", path, strerror(e));
+                }
+                if (n == 0)
+                        break;
+                got += (size_t)n;
+        }
+        buf[got] = '\0';
+        *ret_buf = TAKE_PTR(buf);
+        *ret_len = got;
+        return 0;
+}

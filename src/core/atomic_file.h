@@ -1,0 +1,31 @@
+/* The one crash-safe file replace of gpuslice: write `path`.tmp (never
+ * following a link), fsync it, give it its mode, rename it over `path`, and
+ * fsync the directory. Every state file, slice config and CDI spec is
+ * written through it. Also the bounded whole-file reader they are read
+ * back with. */
+#ifndef GS_ATOMIC_FILE_H
+#define GS_ATOMIC_FILE_H
+
+#include <stddef.h>
+#include <sys/types.h>
+
+#include "error.h"
+
+/* Replace `path` with `len` bytes of data, mode `mode` (umask does not
+ * apply). Returns 0 when all of it succeeded. On failure (negative errno,
+ * *err names the file) `path` still holds its previous content and no
+ * temp file is left. Once the rename has succeeded the replace has
+ * happened: if only the directory sync then fails, the result is a
+ * positive errno (e.g. EIO) with *err untouched; callers keep their change
+ * and should log a warning that it may not survive a power loss. */
+int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
+                    struct gs_error **err);
+
+/* Read the regular file `path` (not a link, not a FIFO, at most max bytes)
+ * into *ret_buf (malloc'ed, NUL-terminated) and *ret_len. -ENOENT for a
+ * missing file with no message; otherwise a negative errno with *err
+ * naming the file (-EFBIG over max, -EINVAL not a regular file). */
+int gs_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
+                 struct gs_error **err);
+
+#endif /* GS_ATOMIC_FILE_H */

@@ -1,0 +1,136 @@
+/* A slice's lifecycle on the node: place -> record -> files, and release.
+ * See node.h. */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "node.h"
+#include "node_backend.h"
+#include "node_files.h"
+#include "quantity.h"
+
+/* The request as a slice record on the GPUs placement chose. */
+static int fill_slice(const struct node *n, const struct node_request *req,
+                      const struct gs_placement *p, struct gs_slice *s, struct gs_error **err)
+{
+        *s = (struct gs_slice){ .kind = req->kind,
+                                .milli = req->milli,
+                                .memory_cap = p->memory_cap,
+                                .policy = req->has_policy ? req->policy : n->compute_policy,
+                                .created = (int64_t)time(NULL),
+                                .units = (char *)req->units };
+        if (req->kind == GS_SLICE_LOCAL) {
+                s->pid = req->pid;
+                s->start_time = req->start_time;
+                s->uid = req->uid;
+        }
+        if (req->name && snprintf(s->name, sizeof(s->name), "%s", req->name) >= (int)sizeof(s->name))
+                return gs_error_set(err, -EINVAL, "name '%.70s' is longer than %d", req->name,
+                                    GS_SLICE_NAME_MAX);
+        s->n_gpus = p->n_gpus;
+        for (unsigned i = 0; i < p->n_gpus; i++) {
+                const struct gs_gpu *g = &n->inv.gpus[p->gpus[i]];
+                s->gpus[i].index = g->index;
+                snprintf(s->gpus[i].uuid, sizeof(s->gpus[i].uuid), "%s", g->uuid);
+        }
+        return 0;
+}
+
+int node_slice_prepare_locked(struct node *n, const struct node_request *req,
+                              struct gs_slice *ret, struct gs_error **err)
+{
+        const struct node_backend *be;
+        int r = node_backend_for(req->milli, req->memory, &be, err);
+        if (r < 0)
+                return r;
+        if (n->ledger.n_slices >= GS_LEDGER_MAX_SLICES)
+                return gs_error_set(err, -ENOSPC, "the node holds its limit of %d slices",
+                                    GS_LEDGER_MAX_SLICES);
+        struct gs_gpu_usage usage[GS_MAX_GPUS];
+        node_usage_locked(n, usage);
+        struct gs_placement_request preq = { .milli = req->milli,
+                                             .memory = req->memory,
+                                             .prefer = req->prefer,
+                                             .preferred_gpu = req->preferred_gpu,
+                                             .allowed = req->allowed_gpus };
+        struct gs_placement p;
+        if ((r = gs_place(&n->inv, usage, n->placement, &preq, &p, err)) < 0)
+                return r;
+        struct gs_slice s;
+        if ((r = fill_slice(n, req, &p, &s, err)) < 0)
+                return r;
+        gs_ledger_assign_id(&n->ledger, &s);
+        /* Record first, then files: a crash in between leaves a record
+         * whose files node_reconcile_files_locked writes again. */
+        if ((r = gs_ledger_add(&n->ledger, &s, err)) < 0)
+                return r;
+        if ((r = node_save_locked(n, err)) < 0) {
+                gs_ledger_remove(&n->ledger, s.id);
+                return r;
+        }
+        const struct gs_slice *rec = gs_ledger_find(&n->ledger, s.id);
+        if ((r = be->prepare(n, rec, err)) < 0) {
+                be->release(n, rec);
+                gs_ledger_remove(&n->ledger, s.id);
+                struct gs_error *e2 = NULL;
+                if (node_save_locked(n, &e2) < 0)
+                        gs_log_error("%s", gs_error_msg(e2));
+                gs_error_free(e2);
+                return r;
+        }
+        char mem[32];
+        gs_log_info("slice %s created (%s, %s): %" PRIu32 "m, memory %s, on GPU %u (%s)%s%s",
+                    rec->id, rec->kind == GS_SLICE_KUBE ? "Kubernetes" : "local", be->name,
+                    rec->milli,
+                    rec->memory_cap ? gs_bytes_human(rec->memory_cap, mem, sizeof(mem)) : "whole",
+                    rec->gpus[0].index, rec->gpus[0].uuid, rec->name[0] ? " name " : "",
+                    rec->name);
+        *ret = *rec;
+        return 0;
+}
+
+int node_slice_release_locked(struct node *n, const char *id, const char *why)
+{
+        char idc[GS_SLICE_ID_MAX + 1];
+        snprintf(idc, sizeof(idc), "%s", id); /* id may point into the record */
+        struct gs_slice *s = gs_ledger_find(&n->ledger, idc);
+        if (!s)
+                return -ENOENT;
+        gs_log_info("slice %s freed (%" PRIu32 "m on %s%s): %s", idc, s->milli, s->gpus[0].uuid,
+                    s->kind == GS_SLICE_KUBE ? ", Kubernetes" : "", why);
+        if (n->observer.slice_removed)
+                n->observer.slice_removed(n->observer.ctx, s, why);
+        node_backend_of(s)->release(n, s);
+        gs_ledger_remove(&n->ledger, idc);
+        struct gs_error *err = NULL;
+        int r = node_save_locked(n, &err);
+        if (r < 0)
+                gs_log_error("%s", gs_error_msg(err));
+        gs_error_free(err);
+        return r;
+}
+
+int node_reconcile_files_locked(struct node *n)
+{
+        int repaired = 0;
+        for (size_t i = 0; i < n->ledger.n_slices; i++) {
+                const struct gs_slice *s = &n->ledger.slices[i];
+                const struct node_backend *be = node_backend_of(s);
+                if (be->files_ok(n, s))
+                        continue;
+                struct gs_error *err = NULL;
+                if (be->prepare(n, s, &err) < 0) {
+                        gs_log_error("slice %s: cannot restore its files: %s", s->id,
+                                     gs_error_msg(err));
+                        gs_error_free(err);
+                        continue;
+                }
+                gs_log_warn("slice %s: its files were missing or stale (a crash between record "
+                            "and files?): written again", s->id);
+                repaired++;
+        }
+        return repaired + node_files_remove_orphans(n);
+}
