@@ -46,33 +46,23 @@
 
 bool shim_gate_on;
 struct shim_gate_cu shim_gate_cu;
-_Atomic int shim_gate_inflight;
-_Atomic uint64_t shim_gate_entries;
 
-struct src {
-        struct gs_arb_page *page;
-        int id;
-        uint64_t epoch;
-};
+/* The gate's state as the library is loaded, and as a fork child starts
+ * (gate_state_reset). Only what is not zero is named. */
+#define GATE_STATE_FRESH                                                       \
+        {                                                                      \
+                .unit_ns = GS_ARB_AHEAD_NS,                                    \
+                .src_local = { .id = SRC_LOCAL },                              \
+                .src_daemon = { .id = SRC_DAEMON },                            \
+                .want_gen = UINT64_MAX,                                        \
+                /* re-made monotonic at start */                               \
+                .bg_cv = PTHREAD_COND_INITIALIZER,                             \
+                .hold = { .mu = PTHREAD_MUTEX_INITIALIZER,                     \
+                          .drain_cv = PTHREAD_COND_INITIALIZER },              \
+                .link = { .mu = PTHREAD_MUTEX_INITIALIZER, .fd = -1 },         \
+        }
 
-static const struct gs_slice_conf *conf;
-static struct src src_local = { .id = SRC_LOCAL }, src_daemon = { .id = SRC_DAEMON };
-static struct src *_Atomic cur_src;
-static _Atomic uint64_t joined;          /* key of the hold this process launches in */
-static _Atomic uint64_t closed_key;      /* daemon: hold this process reported DONE for */
-static _Atomic uint64_t want_gen = UINT64_MAX; /* daemon: WANT sent while the page showed this gen */
-static _Atomic uint64_t unit_ns = GS_ARB_AHEAD_NS; /* device time of one launch (estimate) */
-static _Atomic uint64_t launches;        /* flushed per-thread launch counts */
-static _Atomic int waiters;              /* threads waiting for a lease */
-static _Atomic bool local_failed;        /* the local file is unusable: gate open */
-static _Atomic bool told_pending;        /* daemon: the last thing it heard was "pending" */
-
-/* Start-up and the background thread, under shim_hold_mu. */
-static bool started;
-static bool bg_running;
-static pthread_cond_t bg_cv = PTHREAD_COND_INITIALIZER; /* re-made monotonic at start */
-static uint64_t hold_key, hold_gen; /* the hold this process is in (0: none) */
-static int hold_src;
+struct shim_gate_state shim_gs = GATE_STATE_FRESH;
 
 struct tls {
         uint64_t key;    /* hold this thread joined */
@@ -148,7 +138,7 @@ static void resolve_cu(void)
 
 void shim_gate_setup(const struct gs_slice_conf *c)
 {
-        conf = c;
+        shim_gs.conf = c;
         shim_gate_on = c->compute_milli < 1000;
         if (shim_gate_on)
                 shim_log("slice %s: compute share %u milli (%s)", c->slice, c->compute_milli,
@@ -157,13 +147,13 @@ void shim_gate_setup(const struct gs_slice_conf *c)
 
 static void go_local(const char *why)
 {
-        struct src *s = atomic_load_explicit(&cur_src, memory_order_acquire);
-        if (s == &src_local)
+        struct shim_src *s = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
+        if (s == &shim_gs.src_local)
                 return;
-        atomic_store_explicit(&cur_src, &src_local, memory_order_release);
+        atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_local, memory_order_release);
         shim_daemon_close();
         shim_log("compute: %s: local enforcement (cap at %u milli); retrying the daemon every %llu ms",
-                 why, conf->compute_milli, (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
+                 why, shim_gs.conf->compute_milli, (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
 }
 
 /* Daemon linked and its page shows a live lease: leave local enforcement. */
@@ -173,11 +163,11 @@ static bool try_daemon_lease(uint64_t now)
         struct shim_lease l;
         if (!p || !shim_gate_lease_read(p, &l) || now >= l.until || !shim_daemon_healthy(now))
                 return false;
-        src_daemon.page = p;
-        src_daemon.epoch = shim_daemon_epoch();
-        struct src *s = atomic_load_explicit(&cur_src, memory_order_acquire);
-        if (s != &src_daemon) {
-                atomic_store_explicit(&cur_src, &src_daemon, memory_order_release);
+        shim_gs.src_daemon.page = p;
+        shim_gs.src_daemon.epoch = shim_daemon_epoch();
+        struct shim_src *s = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
+        if (s != &shim_gs.src_daemon) {
+                atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_daemon, memory_order_release);
                 shim_log("compute: the daemon grants leases again: leaving local enforcement");
         }
         return true;
@@ -188,31 +178,33 @@ static void *bg_main(void *arg);
 /* First gated launch of the process (or of a fork child). Hold lock held. */
 static void start_locked(void)
 {
-        if (started)
+        if (shim_gs.started)
                 return;
-        started = true;
+        shim_gs.started = true;
+        const struct gs_slice_conf *conf = shim_gs.conf;
         pthread_condattr_t ca;
         pthread_condattr_init(&ca);
         pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-        pthread_cond_init(&bg_cv, &ca);
+        pthread_cond_init(&shim_gs.bg_cv, &ca);
         pthread_condattr_destroy(&ca);
         if (!shim_gate_cu.event_record)
                 resolve_cu();
         if (shim_local_attach(conf) < 0) {
-                atomic_store(&local_failed, true);
+                atomic_store(&shim_gs.local_failed, true);
                 shim_log("compute: local enforcement unavailable: launches are NOT gated");
         }
-        src_local.page = shim_local_page();
-        atomic_store_explicit(&cur_src, &src_local, memory_order_release);
+        shim_gs.src_local.page = shim_local_page();
+        atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_local, memory_order_release);
         if (!conf->daemon_socket[0]) {
                 shim_log("compute: no daemon_socket: local enforcement (cap at %u milli)",
                          conf->compute_milli);
         } else {
                 int r = shim_daemon_connect(conf);
                 if (r == 0) {
-                        src_daemon.page = shim_daemon_page();
-                        src_daemon.epoch = shim_daemon_epoch();
-                        atomic_store_explicit(&cur_src, &src_daemon, memory_order_release);
+                        shim_gs.src_daemon.page = shim_daemon_page();
+                        shim_gs.src_daemon.epoch = shim_daemon_epoch();
+                        atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_daemon,
+                                              memory_order_release);
                         shim_log("compute: leases from gpusliced (%s)", conf->daemon_socket);
                 } else {
                         shim_log("compute: daemon %s unreachable (%s): local enforcement (cap at %u milli)",
@@ -229,7 +221,7 @@ static void start_locked(void)
         pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
         pthread_attr_setstacksize(&a, 256 * 1024);
         if (pthread_create(&th, &a, bg_main, NULL) == 0)
-                bg_running = true;
+                shim_gs.bg_running = true;
         else
                 shim_log("compute: cannot start the gate thread: holds are reported by launching threads");
         pthread_attr_destroy(&a);
@@ -240,15 +232,15 @@ static void start_locked(void)
 
 static void close_hold_at(bool at_mark)
 {
-        if (!hold_key)
+        if (!shim_gs.hold_key)
                 return;
-        uint64_t n = atomic_exchange_explicit(&launches, 0, memory_order_relaxed);
-        shim_hold_close(hold_key, hold_gen, hold_src, n, at_mark);
-        if (hold_src == SRC_DAEMON)
-                atomic_store_explicit(&closed_key, hold_key, memory_order_relaxed);
-        hold_key = 0;
-        atomic_store_explicit(&joined, 0, memory_order_release);
-        pthread_cond_signal(&bg_cv);
+        uint64_t n = atomic_exchange_explicit(&shim_gs.launches, 0, memory_order_relaxed);
+        shim_hold_close(shim_gs.hold_key, shim_gs.hold_gen, shim_gs.hold_src, n, at_mark);
+        if (shim_gs.hold_src == SRC_DAEMON)
+                atomic_store_explicit(&shim_gs.closed_key, shim_gs.hold_key, memory_order_relaxed);
+        shim_gs.hold_key = 0;
+        atomic_store_explicit(&shim_gs.joined, 0, memory_order_release);
+        pthread_cond_signal(&shim_gs.bg_cv);
 }
 
 static void close_hold_locked(void)
@@ -264,19 +256,19 @@ static void close_hold_locked(void)
  * unless a thread joined a new one meanwhile. Hold lock held. */
 static void close_expired_locked(void)
 {
-        uint64_t key = hold_key;
-        atomic_store_explicit(&joined, 0, memory_order_seq_cst);
-        pthread_mutex_unlock(&shim_hold_mu);
+        uint64_t key = shim_gs.hold_key;
+        atomic_store_explicit(&shim_gs.joined, 0, memory_order_seq_cst);
+        pthread_mutex_unlock(&shim_gs.hold.mu);
         for (int i = 0; i < 200; i++) {
-                int admitted = atomic_load_explicit(&shim_gate_inflight, memory_order_seq_cst) -
-                               atomic_load_explicit(&waiters, memory_order_seq_cst);
+                int admitted = atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst) -
+                               atomic_load_explicit(&shim_gs.waiters, memory_order_seq_cst);
                 if (admitted <= 0)
                         break;
                 struct timespec ts = { 0, 10 * 1000 };
                 nanosleep(&ts, NULL);
         }
-        pthread_mutex_lock(&shim_hold_mu);
-        if (hold_key == key)
+        pthread_mutex_lock(&shim_gs.hold.mu);
+        if (shim_gs.hold_key == key)
                 close_hold_locked();
 }
 
@@ -288,14 +280,13 @@ static void close_expired_locked(void)
  * its queue were that long. */
 static void learn_unit(uint64_t u)
 {
-        static bool learned;
         if (!u)
                 return;
         u = u < UNIT_MIN_NS ? UNIT_MIN_NS : u > UNIT_MAX_NS ? UNIT_MAX_NS : u;
-        uint64_t old = atomic_load_explicit(&unit_ns, memory_order_relaxed);
-        uint64_t next = !learned || u < old ? u : (old * 7 + u) / 8;
-        learned = true;
-        atomic_store_explicit(&unit_ns, next, memory_order_relaxed);
+        uint64_t old = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
+        uint64_t next = !shim_gs.unit_learned || u < old ? u : (old * 7 + u) / 8;
+        shim_gs.unit_learned = true;
+        atomic_store_explicit(&shim_gs.unit_ns, next, memory_order_relaxed);
 }
 
 /* DONE for daemon lease `gen`. Its pending flag is whether a thread waits
@@ -305,7 +296,7 @@ static void learn_unit(uint64_t u)
 /* WANT: this process has a thread waiting for a lease. */
 static void send_want(void)
 {
-        atomic_store(&told_pending, true);
+        atomic_store(&shim_gs.told_pending, true);
         if (!shim_daemon_send(GS_ARB_MSG_WANT, 0, 0, 0))
                 go_local("lost the daemon socket");
 }
@@ -314,20 +305,20 @@ static void report_daemon(uint64_t gen, uint64_t busy)
 {
         if (busy > GS_ARB_MAX_BUSY_NS)
                 busy = GS_ARB_MAX_BUSY_NS;
-        atomic_store(&want_gen, UINT64_MAX);
-        bool pending = atomic_load(&waiters) > 0;
-        atomic_store(&told_pending, pending);
+        atomic_store(&shim_gs.want_gen, UINT64_MAX);
+        bool pending = atomic_load(&shim_gs.waiters) > 0;
+        atomic_store(&shim_gs.told_pending, pending);
         if (!shim_daemon_send(GS_ARB_MSG_DONE, gen, busy, pending ? GS_ARB_F_PENDING : 0))
                 go_local("lost the daemon socket");
-        else if (!pending && atomic_load(&waiters) > 0)
+        else if (!pending && atomic_load(&shim_gs.waiters) > 0)
                 send_want();
 }
 
 static void report(uint64_t gen, int src, uint64_t busy)
 {
         if (src == SRC_LOCAL)
-                shim_local_report(gen, busy, atomic_load(&waiters) > 0);
-        else if (atomic_load_explicit(&cur_src, memory_order_acquire) == &src_daemon)
+                shim_local_report(gen, busy, atomic_load(&shim_gs.waiters) > 0);
+        else if (atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire) == &shim_gs.src_daemon)
                 report_daemon(gen, busy);
 }
 
@@ -347,22 +338,22 @@ static void drain_all(void)
  * then needs a new lease. */
 static bool join(uint64_t key, uint64_t gen, int src)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        if (src == SRC_DAEMON && key == atomic_load(&closed_key)) {
-                pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_lock(&shim_gs.hold.mu);
+        if (src == SRC_DAEMON && key == atomic_load(&shim_gs.closed_key)) {
+                pthread_mutex_unlock(&shim_gs.hold.mu);
                 return false;
         }
-        if (hold_key != key) {
+        if (shim_gs.hold_key != key) {
                 close_hold_locked();
-                hold_key = key;
-                hold_gen = gen;
-                hold_src = src;
+                shim_gs.hold_key = key;
+                shim_gs.hold_gen = gen;
+                shim_gs.hold_src = src;
                 if (src == SRC_LOCAL)
                         shim_local_join(gen);
-                atomic_store_explicit(&joined, key, memory_order_release);
-                pthread_cond_signal(&bg_cv);
+                atomic_store_explicit(&shim_gs.joined, key, memory_order_release);
+                pthread_cond_signal(&shim_gs.bg_cv);
         }
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_unlock(&shim_gs.hold.mu);
         return true;
 }
 
@@ -371,10 +362,10 @@ static bool join(uint64_t key, uint64_t gen, int src)
  * wait as busy time). */
 static void first_launch(uint64_t key, CUstream s)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        if (hold_key == key)
+        pthread_mutex_lock(&shim_gs.hold.mu);
+        if (shim_gs.hold_key == key)
                 shim_hold_stream(key, s);
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_unlock(&shim_gs.hold.mu);
         t.key = key;
         t.stream = s;
 }
@@ -389,13 +380,13 @@ void shim_gate_after(CUstream s, bool ptsz)
 
 void shim_gate_stream_destroy(CUstream stream)
 {
-        if (shim_gate_on && shim_depth == 0 && atomic_load(&cur_src))
+        if (shim_gate_on && shim_depth == 0 && atomic_load(&shim_gs.cur_src))
                 shim_hold_stream_gone(stream);
 }
 
 void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev)
 {
-        if (shim_gate_on && atomic_load(&cur_src))
+        if (shim_gate_on && atomic_load(&shim_gs.cur_src))
                 shim_hold_forget(ctx, dev);
 }
 
@@ -411,7 +402,7 @@ void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev)
 static inline bool admit(uint64_t now, uint64_t until)
 {
         (void)until;
-        uint64_t unit = atomic_load_explicit(&unit_ns, memory_order_relaxed);
+        uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
         uint64_t q = t.qend > now ? t.qend : now;
         if (q > now && q + unit > now + GS_ARB_AHEAD_NS + AHEAD_SLACK_NS)
                 return false;
@@ -421,14 +412,14 @@ static inline bool admit(uint64_t now, uint64_t until)
 }
 
 /* The page shows a lease that has not ended (it may not have begun). */
-static inline bool lease_current(struct src *src, struct shim_lease *l, uint64_t now)
+static inline bool lease_current(struct shim_src *src, struct shim_lease *l, uint64_t now)
 {
         return shim_gate_lease_read(src->page, l) && now < l->until &&
                atomic_load_explicit(&src->page->epoch, memory_order_acquire) == src->epoch;
 }
 
 /* The page shows a lease that may be used now. */
-static inline bool lease_valid(struct src *src, struct shim_lease *l, uint64_t now)
+static inline bool lease_valid(struct shim_src *src, struct shim_lease *l, uint64_t now)
 {
         return lease_current(src, l, now) && now + GS_ARB_PRESTART_NS >= l->start;
 }
@@ -446,10 +437,10 @@ static uint64_t clamp_wait(uint64_t ns)
 
 static CUresult slow(CUstream s)
 {
-        pthread_mutex_lock(&shim_hold_mu);
+        pthread_mutex_lock(&shim_gs.hold.mu);
         start_locked();
-        pthread_mutex_unlock(&shim_hold_mu);
-        if (atomic_load(&local_failed) && atomic_load(&cur_src) == &src_local)
+        pthread_mutex_unlock(&shim_gs.hold.mu);
+        if (atomic_load(&shim_gs.local_failed) && atomic_load(&shim_gs.cur_src) == &shim_gs.src_local)
                 return CUDA_SUCCESS;
         /* A launch into a stream being captured runs nothing now (the graph
          * is gated when launched), and no event may be recorded there. */
@@ -457,18 +448,18 @@ static CUresult slow(CUstream s)
         if (shim_gate_cu.is_capturing && shim_gate_cu.is_capturing(s, &cs) == CUDA_SUCCESS &&
             cs != CU_STREAM_CAPTURE_STATUS_NONE)
                 return CUDA_SUCCESS;
-        atomic_fetch_add_explicit(&launches, t.count, memory_order_relaxed);
+        atomic_fetch_add_explicit(&shim_gs.launches, t.count, memory_order_relaxed);
         t.count = 0;
-        atomic_fetch_add(&waiters, 1);
+        atomic_fetch_add(&shim_gs.waiters, 1);
         uint64_t t0 = shim_gate_now();
         for (unsigned spins = 0;; spins++) {
-                struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+                struct shim_src *src = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
                 uint64_t now = shim_gate_now();
-                if (src == &src_daemon && !shim_daemon_healthy(now)) {
+                if (src == &shim_gs.src_daemon && !shim_daemon_healthy(now)) {
                         go_local("the daemon is gone, stale or restarted");
                         continue;
                 }
-                if (src == &src_local && atomic_load(&local_failed))
+                if (src == &shim_gs.src_local && atomic_load(&shim_gs.local_failed))
                         break;
                 uint32_t fv = atomic_load_explicit(&src->page->futex, memory_order_acquire);
                 struct shim_lease l = { 0 };
@@ -482,10 +473,10 @@ static CUresult slow(CUstream s)
                 }
                 bool valid = current;
                 uint64_t key = KEY(l.gen, src->id);
-                if (valid && src == &src_daemon && key == atomic_load(&closed_key))
+                if (valid && src == &shim_gs.src_daemon && key == atomic_load(&shim_gs.closed_key))
                         valid = false;
                 if (valid) {
-                        if (atomic_load(&joined) != key && !join(key, l.gen, src->id))
+                        if (atomic_load(&shim_gs.joined) != key && !join(key, l.gen, src->id))
                                 continue;
                         bool ok = admit(now, l.until);
                         if (!ok && stream_idle(s)) {
@@ -502,7 +493,7 @@ static CUresult slow(CUstream s)
                                 break;
                         }
                         /* This thread's queue is full for now. */
-                        uint64_t unit = atomic_load_explicit(&unit_ns, memory_order_relaxed);
+                        uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
                         uint64_t target = t.qend + unit - GS_ARB_AHEAD_NS - AHEAD_SLACK_NS;
                         if (target > l.until)
                                 target = l.until;
@@ -514,7 +505,7 @@ static CUresult slow(CUstream s)
                         shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(target > now ? target - now : 0));
                         continue;
                 }
-                if (src == &src_local) {
+                if (src == &shim_gs.src_local) {
                         if (try_daemon_lease(now))
                                 continue;
                         struct gs_arb_decision d;
@@ -528,10 +519,10 @@ static CUresult slow(CUstream s)
                         continue;
                 }
                 /* Daemon: ask once per lease waited for, then wait (bounded). */
-                uint64_t seen = l.gen, prev = atomic_load(&want_gen);
-                if (prev != seen && atomic_compare_exchange_strong(&want_gen, &prev, seen)) {
+                uint64_t seen = l.gen, prev = atomic_load(&shim_gs.want_gen);
+                if (prev != seen && atomic_compare_exchange_strong(&shim_gs.want_gen, &prev, seen)) {
                         send_want();
-                        if (atomic_load(&cur_src) != &src_daemon)
+                        if (atomic_load(&shim_gs.cur_src) != &shim_gs.src_daemon)
                                 continue;
                 }
                 if (now - t0 >= GS_ARB_MAX_WAIT_NS) {
@@ -540,8 +531,8 @@ static CUresult slow(CUstream s)
                 }
                 shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(GS_ARB_MAX_WAIT_NS - (now - t0)));
         }
-        atomic_fetch_sub(&waiters, 1);
-        if (!bg_running)
+        atomic_fetch_sub(&shim_gs.waiters, 1);
+        if (!shim_gs.bg_running)
                 drain_all();
         return CUDA_SUCCESS;
 }
@@ -552,11 +543,11 @@ CUresult shim_gate_enter(CUstream s, bool ptsz)
                 return CUDA_SUCCESS;
         if (ptsz && !s)
                 s = CU_STREAM_PER_THREAD;
-        struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
+        struct shim_src *src = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
         /* seq_cst: pairs with the early close (try_close_early), which
-         * clears `joined` and then reads shim_gate_inflight. */
+         * clears `joined` and then reads shim_gs.inflight. */
         if (__builtin_expect(src != NULL, 1) && t.key && s == t.stream &&
-            t.key == atomic_load_explicit(&joined, memory_order_seq_cst)) {
+            t.key == atomic_load_explicit(&shim_gs.joined, memory_order_seq_cst)) {
                 struct shim_lease l;
                 uint64_t now = shim_gate_now();
                 if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key && admit(now, l.until))
@@ -575,7 +566,7 @@ static void timed_wait_locked(uint64_t until_mono)
                 until_mono = now + 500 * MS;
         struct timespec ts = { .tv_sec = (time_t)(until_mono / 1000000000ull),
                                .tv_nsec = (long)(until_mono % 1000000000ull) };
-        pthread_cond_timedwait(&bg_cv, &shim_hold_mu, &ts);
+        pthread_cond_timedwait(&shim_gs.bg_cv, &shim_gs.hold.mu, &ts);
 }
 
 /* A daemon lease this process did not launch in (the slice's other
@@ -586,19 +577,18 @@ static void timed_wait_locked(uint64_t until_mono)
  * process is idle). Returns when to look again. Hold lock held, no hold. */
 static uint64_t unused_lease(uint64_t now)
 {
-        static uint64_t reported;
-        struct gs_arb_page *p = src_daemon.page;
+        struct gs_arb_page *p = shim_gs.src_daemon.page;
         struct shim_lease l;
-        if (!p || !shim_gate_lease_read(p, &l) || !l.gen || l.gen == reported ||
-            KEY(l.gen, SRC_DAEMON) == atomic_load(&closed_key))
+        if (!p || !shim_gate_lease_read(p, &l) || !l.gen || l.gen == shim_gs.unused_reported ||
+            KEY(l.gen, SRC_DAEMON) == atomic_load(&shim_gs.closed_key))
                 return GS_ARB_NEVER;
         if (now < l.until + CLOSE_GRACE_NS)
                 return l.until + CLOSE_GRACE_NS;
-        reported = l.gen;
-        atomic_store_explicit(&closed_key, KEY(l.gen, SRC_DAEMON), memory_order_relaxed);
-        pthread_mutex_unlock(&shim_hold_mu);
+        shim_gs.unused_reported = l.gen;
+        atomic_store_explicit(&shim_gs.closed_key, KEY(l.gen, SRC_DAEMON), memory_order_relaxed);
+        pthread_mutex_unlock(&shim_gs.hold.mu);
         report_daemon(l.gen, 0);
-        pthread_mutex_lock(&shim_hold_mu);
+        pthread_mutex_lock(&shim_gs.hold.mu);
         return GS_ARB_NEVER;
 }
 
@@ -611,67 +601,67 @@ static uint64_t unused_lease(uint64_t now)
  * Hold lock held. True when the hold was closed. */
 static bool try_close_early(void)
 {
-        /* The hold, and the gate entries, when it was last seen empty. */
-        static uint64_t seen_key, seen_entries, seen_at;
-        uint64_t key = hold_key, now = shim_gate_now();
-        uint64_t entries = atomic_load_explicit(&shim_gate_entries, memory_order_relaxed);
-        if (atomic_load(&waiters) > 0 || atomic_load(&shim_gate_inflight) > 0 || shim_hold_idle(key) != 1) {
-                seen_key = 0;
+        uint64_t key = shim_gs.hold_key, now = shim_gate_now();
+        uint64_t entries = atomic_load_explicit(&shim_gs.entries, memory_order_relaxed);
+        if (atomic_load(&shim_gs.waiters) > 0 || atomic_load(&shim_gs.inflight) > 0 ||
+            shim_hold_idle(key) != 1) {
+                shim_gs.early_key = 0;
                 return false;
         }
-        if (seen_key != key || seen_entries != entries) {
+        if (shim_gs.early_key != key || shim_gs.early_entries != entries) {
                 /* First look at empty streams: mark them; if nothing is
                  * launched until the next look, the marks are the hold's
                  * end (its charge does not include the looks' delay). */
-                seen_key = key;
-                seen_entries = entries;
-                seen_at = now;
+                shim_gs.early_key = key;
+                shim_gs.early_entries = entries;
+                shim_gs.early_at = now;
                 shim_hold_mark(key);
                 return false;
         }
-        if (now < seen_at + EARLY_POLL_NS - EARLY_POLL_NS / 8)
+        if (now < shim_gs.early_at + EARLY_POLL_NS - EARLY_POLL_NS / 8)
                 return false;
-        seen_key = 0;
-        atomic_store_explicit(&joined, 0, memory_order_seq_cst);
-        if (atomic_load_explicit(&shim_gate_inflight, memory_order_seq_cst) == 0 &&
-            atomic_load(&waiters) == 0 && shim_hold_idle(key) == 1 &&
-            atomic_load_explicit(&shim_gate_entries, memory_order_seq_cst) == entries) {
+        shim_gs.early_key = 0;
+        atomic_store_explicit(&shim_gs.joined, 0, memory_order_seq_cst);
+        if (atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst) == 0 &&
+            atomic_load(&shim_gs.waiters) == 0 && shim_hold_idle(key) == 1 &&
+            atomic_load_explicit(&shim_gs.entries, memory_order_seq_cst) == entries) {
                 close_hold_at(true);
                 return true;
         }
-        atomic_store_explicit(&joined, key, memory_order_release);
+        atomic_store_explicit(&shim_gs.joined, key, memory_order_release);
         return false;
 }
 
 static void *bg_main(void *arg)
 {
         (void)arg;
+        const struct gs_slice_conf *conf = shim_gs.conf;
         uint64_t next_retry = 0, ticked_until = 0;
         /* This thread (the shim's own) waits for a hold's drain and reports
          * it; the next slice waits for that report. The default 50 us timer
          * slack would delay every hand-off by up to that much. */
         prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
-        pthread_mutex_lock(&shim_hold_mu);
+        pthread_mutex_lock(&shim_gs.hold.mu);
         for (;;) {
-                pthread_mutex_unlock(&shim_hold_mu);
+                pthread_mutex_unlock(&shim_gs.hold.mu);
                 drain_all();
                 uint64_t now = shim_gate_now();
-                struct src *src = atomic_load_explicit(&cur_src, memory_order_acquire);
-                if (src == &src_daemon && !shim_daemon_healthy(now))
+                struct shim_src *src = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
+                if (src == &shim_gs.src_daemon && !shim_daemon_healthy(now))
                         go_local("the daemon is gone, stale or restarted");
-                else if (src == &src_local && conf->daemon_socket[0] && now >= next_retry) {
+                else if (src == &shim_gs.src_local && conf->daemon_socket[0] && now >= next_retry) {
                         next_retry = now + GS_ARB_RECONNECT_NS;
                         if (!shim_daemon_page() && shim_daemon_connect(conf) == 0) {
-                                atomic_store(&want_gen, UINT64_MAX);
-                                if (atomic_load(&waiters) > 0)
+                                atomic_store(&shim_gs.want_gen, UINT64_MAX);
+                                if (atomic_load(&shim_gs.waiters) > 0)
                                         send_want();
                         }
                         try_daemon_lease(now);
                 }
-                pthread_mutex_lock(&shim_hold_mu);
-                if (!hold_key) {
+                pthread_mutex_lock(&shim_gs.hold.mu);
+                if (!shim_gs.hold_key) {
                         uint64_t wake = conf->daemon_socket[0] ? next_retry : now + 500 * MS;
-                        if (src == &src_daemon) {
+                        if (src == &shim_gs.src_daemon) {
                                 wake = now + GS_ARB_HEARTBEAT_NS;
                                 uint64_t w = unused_lease(now);
                                 if (w < wake)
@@ -683,59 +673,73 @@ static void *bg_main(void *arg)
                                  * GPU waits for that report (it waited up to
                                  * a heartbeat, 100 ms). Only while the daemon
                                  * thinks this process has work. */
-                                if (atomic_load(&told_pending) && now + UNUSED_POLL_NS < wake)
+                                if (atomic_load(&shim_gs.told_pending) && now + UNUSED_POLL_NS < wake)
                                         wake = now + UNUSED_POLL_NS;
                         }
                         timed_wait_locked(wake);
                         continue;
                 }
-                struct src *hs = hold_src == SRC_LOCAL ? &src_local : &src_daemon;
+                struct shim_src *hs =
+                        shim_gs.hold_src == SRC_LOCAL ? &shim_gs.src_local : &shim_gs.src_daemon;
                 struct shim_lease l;
                 now = shim_gate_now();
-                bool same = hs == atomic_load(&cur_src) && shim_gate_lease_read(hs->page, &l) &&
-                            KEY(l.gen, hs->id) == hold_key;
-                if (same && hs == &src_local && now + RENEW_LEAD_NS >= l.until && ticked_until != l.until) {
+                bool same = hs == atomic_load(&shim_gs.cur_src) && shim_gate_lease_read(hs->page, &l) &&
+                            KEY(l.gen, hs->id) == shim_gs.hold_key;
+                if (same && hs == &shim_gs.src_local && now + RENEW_LEAD_NS >= l.until &&
+                    ticked_until != l.until) {
                         /* Local: renew (or end) the lease before it runs out. */
                         ticked_until = l.until;
-                        pthread_mutex_unlock(&shim_hold_mu);
+                        pthread_mutex_unlock(&shim_gs.hold.mu);
                         struct gs_arb_decision d;
                         shim_local_tick(false, &d);
-                        pthread_mutex_lock(&shim_hold_mu);
+                        pthread_mutex_lock(&shim_gs.hold.mu);
                         continue;
                 }
-                uint64_t grace = hs == &src_daemon ? CLOSE_GRACE_NS : 0;
+                uint64_t grace = hs == &shim_gs.src_daemon ? CLOSE_GRACE_NS : 0;
                 if (!same || now >= l.until + grace) {
                         close_expired_locked();
                         continue;
                 }
-                if (hs == &src_daemon && try_close_early())
+                if (hs == &shim_gs.src_daemon && try_close_early())
                         continue;
                 uint64_t wake = l.until + grace;
-                if (hs == &src_daemon && now + EARLY_POLL_NS < wake)
+                if (hs == &shim_gs.src_daemon && now + EARLY_POLL_NS < wake)
                         wake = now + EARLY_POLL_NS;
-                if (hs == &src_local && ticked_until != l.until)
+                if (hs == &shim_gs.src_local && ticked_until != l.until)
                         wake = l.until > RENEW_LEAD_NS ? l.until - RENEW_LEAD_NS : 0;
                 timed_wait_locked(wake);
         }
         return NULL;
 }
 
+/* The gate's state back to GATE_STATE_FRESH, but for what survives fork
+ * (struct shim_gate_state says why), and this thread's own. Nothing is
+ * released but the inherited copy of the daemon socket: the holds' events
+ * belong to the parent's contexts, the parent's locks and condition
+ * variables may have been held by its other threads (they are overwritten,
+ * not destroyed). */
+static void gate_state_reset(void)
+{
+        static const struct shim_gate_state fresh = GATE_STATE_FRESH;
+        const struct gs_slice_conf *conf = shim_gs.conf;
+        uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
+        bool learned = shim_gs.unit_learned;
+        struct gs_arb_page *daemon_page = shim_gs.link.page;
+        struct shim_local_state *local = shim_gs.local;
+        if (shim_gs.link.fd >= 0)
+                close(shim_gs.link.fd);
+        shim_gs = fresh;
+        shim_gs.conf = conf;
+        atomic_store_explicit(&shim_gs.unit_ns, unit, memory_order_relaxed);
+        shim_gs.unit_learned = learned;
+        shim_gs.link.page = daemon_page;
+        shim_gs.local = local;
+        t = (struct tls){ 0 };
+        shim_gate_probe = false;
+}
+
 void shim_gate_atfork_child(void)
 {
-        if (!shim_gate_on)
-                return;
-        shim_hold_reset();
-        shim_daemon_reset();
-        started = false;
-        bg_running = false;
-        hold_key = 0;
-        atomic_store(&joined, 0);
-        atomic_store(&closed_key, 0);
-        atomic_store(&want_gen, UINT64_MAX);
-        atomic_store(&launches, 0);
-        atomic_store(&waiters, 0);
-        atomic_store(&told_pending, false);
-        atomic_store(&shim_gate_inflight, 0);
-        atomic_store(&cur_src, NULL);
-        t = (struct tls){ 0 };
+        if (shim_gate_on)
+                gate_state_reset();
 }

@@ -57,24 +57,11 @@ static inline CUresult shim_gate(CUstream stream, bool ptsz)
         return shim_gate_enter(stream, ptsz);
 }
 
-/* Launches between their gate and the driver's return (this process).
- * The background thread ends a daemon hold early only when it is 0 and
- * every stream of the hold is empty; a launch counts itself in before the
- * gate reads the hold (seq_cst), so it either is seen here or sees the
- * hold closed. */
-extern _Atomic int shim_gate_inflight;
-/* Launches that entered the gate (this process), for "nothing launched
- * since the last look". */
-extern _Atomic uint64_t shim_gate_entries;
-static inline void shim_gate_inflight_inc(void)
-{
-        atomic_fetch_add_explicit(&shim_gate_inflight, 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&shim_gate_entries, 1, memory_order_relaxed);
-}
-static inline void shim_gate_inflight_dec(void)
-{
-        atomic_fetch_sub_explicit(&shim_gate_inflight, 1, memory_order_release);
-}
+/* A launch's way through the gate is counted in shim_gs.inflight and
+ * shim_gs.entries (below): around the gate and the driver call, by the
+ * caller. */
+static inline void shim_gate_inflight_inc(void);
+static inline void shim_gate_inflight_dec(void);
 
 /* Set by the gate when the launch it admitted is the first of a hold: the
  * caller then calls shim_gate_after once the driver accepted it. */
@@ -86,7 +73,11 @@ void shim_gate_after(CUstream stream, bool ptsz);
 void shim_gate_stream_destroy(CUstream stream);
 void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev);
 
-/* Child side of fork: forget holds, events, the socket and the thread; the
+/* Child side of fork (the pthread_atfork child handler; the child has one
+ * thread): puts the gate's whole state (shim_gs) back as it was at load,
+ * but for what stays valid in the child (see shim_gs), and this thread's
+ * per-thread state: holds and events are forgotten, the daemon socket is
+ * closed without a word to the daemon, no background thread runs; the
  * child starts over at its first gated launch. */
 void shim_gate_atfork_child(void);
 
@@ -95,6 +86,13 @@ void shim_gate_atfork_child(void);
 uint64_t shim_gate_now(void);
 void shim_gate_futex_wait(_Atomic uint32_t *f, uint32_t val, uint64_t ns);
 void shim_gate_futex_wake(_Atomic uint32_t *f);
+
+/* A source of leases: its lease page and the epoch the page must show. */
+struct shim_src {
+        struct gs_arb_page *page;
+        int id; /* SRC_LOCAL or SRC_DAEMON (shim_gate.c) */
+        uint64_t epoch;
+};
 
 /* A lease as read from a page with the seqlock. */
 struct shim_lease {
@@ -159,9 +157,6 @@ void shim_hold_stream_gone(CUstream stream);
  * context of `dev`): its streams leave every hold and their events are
  * destroyed (after a drain in progress finished). */
 void shim_hold_forget(CUcontext ctx, CUdevice dev);
-/* Forget everything (fork child). */
-void shim_hold_reset(void);
-extern pthread_mutex_t shim_hold_mu;
 
 /* ---- the local arbiter (shim_gate_local.c) ---- */
 
@@ -196,7 +191,128 @@ bool shim_daemon_healthy(uint64_t now);
 bool shim_daemon_send(enum gs_arb_msg_type type, uint64_t gen, uint64_t value, uint32_t flags);
 /* Closes the link (keeps nothing). */
 void shim_daemon_close(void);
-/* Fork child: drop the parent's connection without telling the daemon. */
-void shim_daemon_reset(void);
+
+/* ---- the gate's state ---- */
+
+#define SHIM_HOLD_MAX_STREAMS 32
+#define SHIM_HOLD_MAX_DRAINS 4
+
+/* One (context, stream) measured in a hold. */
+struct shim_hstream {
+        CUcontext ctx;
+        CUdevice dev;
+        CUstream stream;
+        CUevent start, end;
+        CUevent mark; /* recorded when the stream was last seen empty */
+        bool ended;   /* the stream was destroyed: `end` recorded then */
+};
+
+/* What this process launched under one lease. */
+struct shim_hrec {
+        uint64_t key, gen, launches;
+        int src;
+        unsigned n;
+        bool unmeasured; /* a stream used in the hold is not in s[] */
+        struct shim_hstream s[SHIM_HOLD_MAX_STREAMS];
+};
+
+/* The unit probe: a pair of events around one launch. */
+struct shim_probe {
+        int state; /* 0 idle, 1 armed (pre recorded), 2 in flight */
+        CUcontext ctx;
+        CUdevice dev;
+        CUevent pre, post;
+        uint64_t next_at;
+};
+
+struct shim_local_state; /* the mapped compute.local (shim_gate_local.c) */
+
+/* Everything the launch gate keeps per process, in one place, so that a
+ * fork child resets all of it at once (shim_gate_atfork_child assigns the
+ * state the library was loaded with) and no field can be forgotten. What
+ * survives fork is named here and kept by that one function:
+ *   conf, unit_ns, unit_learned   the slice config (read-only after
+ *        set-up) and the estimate of one launch's device time (the same
+ *        kernels, the same device in the child);
+ *   local, link.page              shared mappings of the slice's files,
+ *        inherited as they are and still valid.
+ * Outside it: shim_gate_on and shim_gate_cu (set once at start-up and
+ * read-only after), and the per-thread state (this file's
+ * shim_gate_probe, shim_gate.c's `t`; the fork child's one thread resets
+ * its own in the same function).
+ *
+ * The first cache lines hold what every gated launch reads or counts:
+ * the fast path touches nothing else of it. */
+struct shim_gate_state {
+        /* ---- the launch path ---- */
+        struct shim_src *_Atomic cur_src; /* where leases come from (NULL: not started) */
+        _Atomic uint64_t joined;          /* key of the hold this process launches in */
+        _Atomic uint64_t unit_ns;         /* device time of one launch (estimate) */
+        /* Launches between their gate and the driver's return. The
+         * background thread ends a daemon hold early only when it is 0 and
+         * every stream of the hold is empty; a launch counts itself in
+         * before the gate reads the hold (seq_cst), so it either is seen
+         * there or sees the hold closed. */
+        _Atomic int inflight;
+        /* Launches that entered the gate, for "nothing launched since the
+         * last look". */
+        _Atomic uint64_t entries;
+        struct shim_src src_local, src_daemon;
+
+        /* ---- waiting for a lease, talking to the daemon ---- */
+        _Alignas(64) _Atomic uint64_t closed_key; /* daemon: hold this process reported DONE for */
+        _Atomic uint64_t want_gen; /* daemon: WANT sent while the page showed this gen */
+        _Atomic uint64_t launches; /* flushed per-thread launch counts */
+        _Atomic int waiters;       /* threads waiting for a lease */
+        _Atomic bool local_failed; /* the local file is unusable: gate open */
+        _Atomic bool told_pending; /* daemon: the last thing it heard was "pending" */
+        const struct gs_slice_conf *conf; /* survives fork */
+
+        /* ---- start-up and the background thread, under hold.mu ---- */
+        bool started, bg_running;
+        bool unit_learned; /* a probe replaced the initial unit_ns (survives fork) */
+        pthread_cond_t bg_cv; /* re-made monotonic at start */
+        uint64_t hold_key, hold_gen; /* the hold this process is in (0: none) */
+        int hold_src;
+        uint64_t unused_reported; /* daemon lease last reported unused */
+        /* The hold, and the gate entries, when it was last seen empty. */
+        uint64_t early_key, early_entries, early_at;
+
+        /* ---- holds and the unit probe (shim_gate_hold.c) ---- */
+        struct shim_hold_state {
+                pthread_mutex_t mu; /* the hold lock: everything of the gate marked "under hold.mu" */
+                struct shim_hrec open;
+                struct shim_hrec drains[SHIM_HOLD_MAX_DRAINS];
+                unsigned n_drains;
+                bool draining; /* a hold's events are in use outside the lock */
+                pthread_cond_t drain_cv;
+                bool warned_streams;
+                struct shim_probe probe;
+        } hold;
+
+        /* ---- the daemon link (shim_gate_daemon.c) ---- */
+        struct shim_link_state {
+                pthread_mutex_t mu; /* fd and sends */
+                int fd;
+                struct gs_arb_page *page; /* mapped once, kept (read-only); survives fork */
+                _Atomic uint64_t epoch;
+                _Atomic bool linked;
+        } link;
+
+        /* ---- local enforcement (shim_gate_local.c) ---- */
+        struct shim_local_state *local; /* mapped once, kept; survives fork */
+};
+extern struct shim_gate_state shim_gs;
+
+static inline void shim_gate_inflight_inc(void)
+{
+        atomic_fetch_add_explicit(&shim_gs.inflight, 1, memory_order_seq_cst);
+        atomic_fetch_add_explicit(&shim_gs.entries, 1, memory_order_relaxed);
+}
+
+static inline void shim_gate_inflight_dec(void)
+{
+        atomic_fetch_sub_explicit(&shim_gs.inflight, 1, memory_order_release);
+}
 
 #endif /* SHIM_GATE_H */

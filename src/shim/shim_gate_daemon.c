@@ -18,25 +18,24 @@
 #include "shim.h"
 #include "shim_gate.h"
 
-static pthread_mutex_t link_mu = PTHREAD_MUTEX_INITIALIZER; /* fd and sends */
-static int fd = -1;
-static struct gs_arb_page *page; /* mapped once, kept (read-only) */
-static _Atomic uint64_t epoch;
-static _Atomic bool linked;
+/* The state is shim_gs.link (struct shim_gate_state), `dl` below. */
 
 struct gs_arb_page *shim_daemon_page(void)
 {
-        return atomic_load_explicit(&linked, memory_order_acquire) ? page : NULL;
+        struct shim_link_state *dl = &shim_gs.link;
+        return atomic_load_explicit(&dl->linked, memory_order_acquire) ? dl->page : NULL;
 }
 
 uint64_t shim_daemon_epoch(void)
 {
-        return atomic_load_explicit(&epoch, memory_order_relaxed);
+        struct shim_link_state *dl = &shim_gs.link;
+        return atomic_load_explicit(&dl->epoch, memory_order_relaxed);
 }
 
 static int map_page(const struct gs_slice_conf *conf)
 {
-        if (page)
+        struct shim_link_state *dl = &shim_gs.link;
+        if (dl->page)
                 return 0;
         char path[GS_PATH_MAX + 32];
         int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, GS_ARB_PAGE_FILE);
@@ -66,28 +65,31 @@ static int map_page(const struct gs_slice_conf *conf)
                 munmap(m, sizeof(struct gs_arb_page));
                 return -EPROTO;
         }
-        page = p;
+        dl->page = p;
         return 0;
 }
 
 static int send_locked(const struct gs_arb_msg *m)
 {
+        struct shim_link_state *dl = &shim_gs.link;
         uint8_t buf[GS_ARB_MSG_SIZE];
         gs_arb_msg_encode(buf, m);
-        ssize_t w = send(fd, buf, sizeof(buf), MSG_NOSIGNAL);
+        ssize_t w = send(dl->fd, buf, sizeof(buf), MSG_NOSIGNAL);
         return w == (ssize_t)sizeof(buf) ? 0 : -EIO;
 }
 
 static void close_locked(void)
 {
-        atomic_store_explicit(&linked, false, memory_order_release);
-        if (fd >= 0)
-                close(fd);
-        fd = -1;
+        struct shim_link_state *dl = &shim_gs.link;
+        atomic_store_explicit(&dl->linked, false, memory_order_release);
+        if (dl->fd >= 0)
+                close(dl->fd);
+        dl->fd = -1;
 }
 
 int shim_daemon_connect(const struct gs_slice_conf *conf)
 {
+        struct shim_link_state *dl = &shim_gs.link;
         if (!conf->daemon_socket[0])
                 return -ENOTCONN;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
@@ -128,7 +130,7 @@ int shim_daemon_connect(const struct gs_slice_conf *conf)
                 r = m.type == GS_ARB_MSG_ERROR && m.value > 0 && m.value < 4096 ? -(int)m.value : -EPROTO;
         if (r == 0)
                 r = map_page(conf);
-        if (r == 0 && atomic_load_explicit(&page->epoch, memory_order_acquire) != m.value)
+        if (r == 0 && atomic_load_explicit(&dl->page->epoch, memory_order_acquire) != m.value)
                 r = -ESTALE;
         if (r < 0) {
                 close(s);
@@ -137,21 +139,22 @@ int shim_daemon_connect(const struct gs_slice_conf *conf)
         int fl = fcntl(s, F_GETFL);
         if (fl >= 0)
                 fcntl(s, F_SETFL, fl | O_NONBLOCK);
-        pthread_mutex_lock(&link_mu);
+        pthread_mutex_lock(&dl->mu);
         close_locked();
-        fd = s;
-        atomic_store_explicit(&epoch, m.value, memory_order_relaxed);
-        atomic_store_explicit(&linked, true, memory_order_release);
-        pthread_mutex_unlock(&link_mu);
+        dl->fd = s;
+        atomic_store_explicit(&dl->epoch, m.value, memory_order_relaxed);
+        atomic_store_explicit(&dl->linked, true, memory_order_release);
+        pthread_mutex_unlock(&dl->mu);
         return 0;
 }
 
 /* Reads whatever the daemon sent; false when the link broke. Lock held. */
 static bool poll_locked(void)
 {
+        struct shim_link_state *dl = &shim_gs.link;
         for (;;) {
                 uint8_t buf[GS_ARB_MSG_SIZE];
-                ssize_t n = recv(fd, buf, sizeof(buf), MSG_DONTWAIT);
+                ssize_t n = recv(dl->fd, buf, sizeof(buf), MSG_DONTWAIT);
                 if (n < 0)
                         return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
                 if (n == 0)
@@ -165,53 +168,47 @@ static bool poll_locked(void)
                 if (gs_arb_msg_decode(buf, sizeof(buf), &m) < 0 || m.type == GS_ARB_MSG_ERROR)
                         return false;
                 if (m.type == GS_ARB_MSG_WELCOME &&
-                    m.value != atomic_load_explicit(&epoch, memory_order_relaxed))
+                    m.value != atomic_load_explicit(&dl->epoch, memory_order_relaxed))
                         return false;
         }
 }
 
 bool shim_daemon_healthy(uint64_t now)
 {
-        if (!atomic_load_explicit(&linked, memory_order_acquire))
+        struct shim_link_state *dl = &shim_gs.link;
+        if (!atomic_load_explicit(&dl->linked, memory_order_acquire))
                 return false;
-        uint64_t hb = atomic_load_explicit(&page->heartbeat_ns, memory_order_acquire);
-        bool ok = atomic_load_explicit(&page->epoch, memory_order_acquire) ==
-                          atomic_load_explicit(&epoch, memory_order_relaxed) &&
+        uint64_t hb = atomic_load_explicit(&dl->page->heartbeat_ns, memory_order_acquire);
+        bool ok = atomic_load_explicit(&dl->page->epoch, memory_order_acquire) ==
+                          atomic_load_explicit(&dl->epoch, memory_order_relaxed) &&
                   hb + GS_ARB_STALE_NS > now;
-        pthread_mutex_lock(&link_mu);
-        if (fd < 0)
+        pthread_mutex_lock(&dl->mu);
+        if (dl->fd < 0)
                 ok = false;
         else if (ok)
                 ok = poll_locked();
         if (!ok)
                 close_locked();
-        pthread_mutex_unlock(&link_mu);
+        pthread_mutex_unlock(&dl->mu);
         return ok;
 }
 
 bool shim_daemon_send(enum gs_arb_msg_type type, uint64_t gen, uint64_t value, uint32_t flags)
 {
+        struct shim_link_state *dl = &shim_gs.link;
         struct gs_arb_msg m = { .type = type, .gen = gen, .value = value, .flags = flags };
-        pthread_mutex_lock(&link_mu);
-        bool ok = fd >= 0 && send_locked(&m) == 0;
+        pthread_mutex_lock(&dl->mu);
+        bool ok = dl->fd >= 0 && send_locked(&m) == 0;
         if (!ok)
                 close_locked();
-        pthread_mutex_unlock(&link_mu);
+        pthread_mutex_unlock(&dl->mu);
         return ok;
 }
 
 void shim_daemon_close(void)
 {
-        pthread_mutex_lock(&link_mu);
+        struct shim_link_state *dl = &shim_gs.link;
+        pthread_mutex_lock(&dl->mu);
         close_locked();
-        pthread_mutex_unlock(&link_mu);
-}
-
-void shim_daemon_reset(void)
-{
-        pthread_mutex_init(&link_mu, NULL);
-        if (fd >= 0)
-                close(fd);
-        fd = -1;
-        atomic_store_explicit(&linked, false, memory_order_relaxed);
+        pthread_mutex_unlock(&dl->mu);
 }

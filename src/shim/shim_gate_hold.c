@@ -18,43 +18,11 @@
 #include "shim.h"
 #include "shim_gate.h"
 
-#define MAX_STREAMS 32
-#define MAX_DRAINS 4
-
-struct hstream {
-        CUcontext ctx;
-        CUdevice dev;
-        CUstream stream;
-        CUevent start, end;
-        CUevent mark; /* recorded when the stream was last seen empty */
-        bool ended;   /* the stream was destroyed: `end` recorded then */
-};
-
-struct hrec {
-        uint64_t key, gen, launches;
-        int src;
-        unsigned n;
-        bool unmeasured; /* a stream used in the hold is not in s[] */
-        struct hstream s[MAX_STREAMS];
-};
-
+/* The state is shim_gs.hold (struct shim_gate_state), under its lock
+ * (hold->mu below). */
+#define MAX_STREAMS SHIM_HOLD_MAX_STREAMS
+#define MAX_DRAINS SHIM_HOLD_MAX_DRAINS
 #define PROBE_EVERY_NS (10ull * 1000 * 1000)
-
-static struct {
-        int state; /* 0 idle, 1 armed (pre recorded), 2 in flight */
-        CUcontext ctx;
-        CUdevice dev;
-        CUevent pre, post;
-        uint64_t next_at;
-} pr;
-
-pthread_mutex_t shim_hold_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct hrec open_rec;
-static struct hrec drains[MAX_DRAINS];
-static unsigned n_drains;
-static bool draining; /* a hold's events are in use outside the lock */
-static pthread_cond_t drain_cv = PTHREAD_COND_INITIALIZER;
-static bool warned_streams;
 
 static CUevent new_event(void)
 {
@@ -71,7 +39,7 @@ static void drop_event(CUevent *e)
         *e = NULL;
 }
 
-static void drop_rec(struct hrec *r)
+static void drop_rec(struct shim_hrec *r)
 {
         for (unsigned i = 0; i < r->n; i++) {
                 drop_event(&r->s[i].start);
@@ -83,106 +51,116 @@ static void drop_rec(struct hrec *r)
 
 bool shim_hold_stream(uint64_t key, CUstream stream)
 {
-        if (open_rec.key != key) {
-                drop_rec(&open_rec);
-                open_rec.key = key;
+        struct shim_hold_state *hold = &shim_gs.hold;
+        if (hold->open.key != key) {
+                drop_rec(&hold->open);
+                hold->open.key = key;
         }
         CUcontext ctx = NULL;
         if (!shim_gate_cu.ctx_get || shim_gate_cu.ctx_get(&ctx) != CUDA_SUCCESS || !ctx) {
-                open_rec.unmeasured = true;
+                hold->open.unmeasured = true;
                 return false;
         }
-        for (unsigned i = 0; i < open_rec.n; i++)
-                if (open_rec.s[i].ctx == ctx && open_rec.s[i].stream == stream)
+        for (unsigned i = 0; i < hold->open.n; i++)
+                if (hold->open.s[i].ctx == ctx && hold->open.s[i].stream == stream)
                         return false;
-        if (open_rec.n == MAX_STREAMS) {
-                if (!warned_streams)
+        if (hold->open.n == MAX_STREAMS) {
+                if (!hold->warned_streams)
                         shim_log("compute: more than %d streams in one hold; the rest are not measured",
                                  MAX_STREAMS);
-                warned_streams = true;
-                open_rec.unmeasured = true;
+                hold->warned_streams = true;
+                hold->open.unmeasured = true;
                 return false;
         }
         CUevent e = new_event();
         if (!e || shim_gate_cu.event_record(e, stream) != CUDA_SUCCESS) {
                 drop_event(&e);
-                open_rec.unmeasured = true;
+                hold->open.unmeasured = true;
                 return false;
         }
         CUdevice dev = -1;
         if (shim_x.cuCtxGetDevice)
                 shim_x.cuCtxGetDevice(&dev);
-        struct hstream *h = &open_rec.s[open_rec.n++];
-        *h = (struct hstream){ .ctx = ctx, .dev = dev, .stream = stream, .start = e };
+        struct shim_hstream *h = &hold->open.s[hold->open.n++];
+        *h = (struct shim_hstream){ .ctx = ctx, .dev = dev, .stream = stream, .start = e };
         return true;
 }
 
 static void probe_drop(void)
 {
-        drop_event(&pr.pre);
-        drop_event(&pr.post);
-        pr.state = 0;
+        struct shim_probe *pr = &shim_gs.hold.probe;
+        drop_event(&pr->pre);
+        drop_event(&pr->post);
+        pr->state = 0;
 }
 
 bool shim_probe_arm(CUstream stream, uint64_t now)
 {
+        struct shim_hold_state *hold = &shim_gs.hold;
+        struct shim_probe *pr = &hold->probe;
         bool armed = false;
-        pthread_mutex_lock(&shim_hold_mu);
-        if (pr.state != 0 || now < pr.next_at || !shim_gate_cu.ctx_get)
+        pthread_mutex_lock(&hold->mu);
+        if (pr->state != 0 || now < pr->next_at || !shim_gate_cu.ctx_get)
                 goto out;
-        pr.next_at = now + PROBE_EVERY_NS;
+        pr->next_at = now + PROBE_EVERY_NS;
         CUcontext ctx = NULL;
         if (shim_gate_cu.ctx_get(&ctx) != CUDA_SUCCESS || !ctx)
                 goto out;
-        pr.ctx = ctx;
-        pr.dev = -1;
+        pr->ctx = ctx;
+        pr->dev = -1;
         if (shim_x.cuCtxGetDevice)
-                shim_x.cuCtxGetDevice(&pr.dev);
-        pr.pre = new_event();
-        pr.post = new_event();
-        if (!pr.pre || !pr.post || shim_gate_cu.event_record(pr.pre, stream) != CUDA_SUCCESS) {
+                shim_x.cuCtxGetDevice(&pr->dev);
+        pr->pre = new_event();
+        pr->post = new_event();
+        if (!pr->pre || !pr->post || shim_gate_cu.event_record(pr->pre, stream) != CUDA_SUCCESS) {
                 probe_drop();
                 goto out;
         }
-        pr.state = 1;
+        pr->state = 1;
         armed = true;
 out:
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_unlock(&hold->mu);
         return armed;
 }
 
 void shim_probe_after(CUstream stream)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        if (pr.state == 1) {
-                if (shim_gate_cu.event_record(pr.post, stream) == CUDA_SUCCESS)
-                        pr.state = 2;
+        struct shim_hold_state *hold = &shim_gs.hold;
+        struct shim_probe *pr = &hold->probe;
+        pthread_mutex_lock(&hold->mu);
+        if (pr->state == 1) {
+                if (shim_gate_cu.event_record(pr->post, stream) == CUDA_SUCCESS)
+                        pr->state = 2;
                 else
                         probe_drop();
         }
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_unlock(&hold->mu);
 }
 
 uint64_t shim_probe_poll(void)
 {
+        struct shim_hold_state *hold = &shim_gs.hold;
+        struct shim_probe *pr = &hold->probe;
         uint64_t ns = 0;
-        pthread_mutex_lock(&shim_hold_mu);
-        if (pr.state == 2 && shim_gate_cu.event_query && shim_gate_cu.event_query(pr.post) != CUDA_ERROR_NOT_READY) {
+        pthread_mutex_lock(&hold->mu);
+        if (pr->state == 2 && shim_gate_cu.event_query &&
+            shim_gate_cu.event_query(pr->post) != CUDA_ERROR_NOT_READY) {
                 float ms = 0;
-                if (shim_gate_cu.elapsed(&ms, pr.pre, pr.post) == CUDA_SUCCESS && ms > 0)
+                if (shim_gate_cu.elapsed(&ms, pr->pre, pr->post) == CUDA_SUCCESS && ms > 0)
                         ns = (uint64_t)((double)ms * 1e6 + 0.5);
                 probe_drop();
         }
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_unlock(&hold->mu);
         return ns;
 }
 
 void shim_hold_mark(uint64_t key)
 {
-        if (open_rec.key != key)
+        struct shim_hold_state *hold = &shim_gs.hold;
+        if (hold->open.key != key)
                 return;
-        for (unsigned i = 0; i < open_rec.n; i++) {
-                struct hstream *h = &open_rec.s[i];
+        for (unsigned i = 0; i < hold->open.n; i++) {
+                struct shim_hstream *h = &hold->open.s[i];
                 CUcontext popped;
                 if (h->ended || h->stream == CU_STREAM_PER_THREAD || shim_gate_cu.ctx_push(h->ctx) != CUDA_SUCCESS)
                         continue;
@@ -196,18 +174,19 @@ void shim_hold_mark(uint64_t key)
 
 void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches, bool at_mark)
 {
+        struct shim_hold_state *hold = &shim_gs.hold;
         if (!key)
                 return;
-        if (open_rec.key != key) {
+        if (hold->open.key != key) {
                 /* Joined but launched nothing: still owes its (empty) report. */
-                drop_rec(&open_rec);
-                open_rec.key = key;
+                drop_rec(&hold->open);
+                hold->open.key = key;
         }
-        open_rec.gen = gen;
-        open_rec.src = src;
-        open_rec.launches = launches;
-        for (unsigned i = 0; i < open_rec.n; i++) {
-                struct hstream *h = &open_rec.s[i];
+        hold->open.gen = gen;
+        hold->open.src = src;
+        hold->open.launches = launches;
+        for (unsigned i = 0; i < hold->open.n; i++) {
+                struct shim_hstream *h = &hold->open.s[i];
                 if (h->ended)
                         continue;
                 if (at_mark && h->mark) {
@@ -226,25 +205,27 @@ void shim_hold_close(uint64_t key, uint64_t gen, int src, uint64_t launches, boo
                         drop_event(&h->end);
                 shim_gate_cu.ctx_pop(&popped);
         }
-        if (n_drains == MAX_DRAINS) {
+        if (hold->n_drains == MAX_DRAINS) {
                 /* Nobody drains (should not happen): forget the oldest. */
-                drop_rec(&drains[0]);
-                memmove(&drains[0], &drains[1], sizeof(drains[0]) * (MAX_DRAINS - 1));
-                n_drains--;
+                drop_rec(&hold->drains[0]);
+                memmove(&hold->drains[0], &hold->drains[1],
+                        sizeof(hold->drains[0]) * (MAX_DRAINS - 1));
+                hold->n_drains--;
         }
-        drains[n_drains++] = open_rec;
-        memset(&open_rec, 0, sizeof(open_rec));
+        hold->drains[hold->n_drains++] = hold->open;
+        memset(&hold->open, 0, sizeof(hold->open));
 }
 
 int shim_hold_idle(uint64_t key)
 {
-        if (open_rec.key != key)
+        struct shim_hold_state *hold = &shim_gs.hold;
+        if (hold->open.key != key)
                 return 1; /* joined, nothing launched yet */
-        if (open_rec.unmeasured || !shim_gate_cu.stream_query)
+        if (hold->open.unmeasured || !shim_gate_cu.stream_query)
                 return -1;
         int idle = 1;
-        for (unsigned i = 0; i < open_rec.n && idle == 1; i++) {
-                struct hstream *h = &open_rec.s[i];
+        for (unsigned i = 0; i < hold->open.n && idle == 1; i++) {
+                struct shim_hstream *h = &hold->open.s[i];
                 if (h->ended)
                         continue;
                 if (h->stream == CU_STREAM_PER_THREAD)
@@ -275,7 +256,7 @@ static uint64_t ms_to_ns(double ms)
 }
 
 /* Busy ns of a drained hold: per context, latest end minus earliest start. */
-static uint64_t rec_busy(struct hrec *r)
+static uint64_t rec_busy(struct shim_hrec *r)
 {
         uint64_t total = 0;
         bool done[MAX_STREAMS] = { false };
@@ -303,17 +284,18 @@ static uint64_t rec_busy(struct hrec *r)
 
 bool shim_hold_drain_one(uint64_t *gen, int *src, uint64_t *busy, uint64_t *launches)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        if (n_drains == 0) {
-                pthread_mutex_unlock(&shim_hold_mu);
+        struct shim_hold_state *hold = &shim_gs.hold;
+        pthread_mutex_lock(&hold->mu);
+        if (hold->n_drains == 0) {
+                pthread_mutex_unlock(&hold->mu);
                 return false;
         }
-        struct hrec r = drains[0];
-        memmove(&drains[0], &drains[1], sizeof(drains[0]) * (MAX_DRAINS - 1));
-        n_drains--;
-        memset(&drains[n_drains], 0, sizeof(drains[0]));
-        draining = true;
-        pthread_mutex_unlock(&shim_hold_mu);
+        struct shim_hrec r = hold->drains[0];
+        memmove(&hold->drains[0], &hold->drains[1], sizeof(hold->drains[0]) * (MAX_DRAINS - 1));
+        hold->n_drains--;
+        memset(&hold->drains[hold->n_drains], 0, sizeof(hold->drains[0]));
+        hold->draining = true;
+        pthread_mutex_unlock(&hold->mu);
 
         for (unsigned i = 0; i < r.n; i++)
                 if (r.s[i].end)
@@ -323,14 +305,14 @@ bool shim_hold_drain_one(uint64_t *gen, int *src, uint64_t *busy, uint64_t *laun
         *src = r.src;
         *launches = r.launches;
         drop_rec(&r);
-        pthread_mutex_lock(&shim_hold_mu);
-        draining = false;
-        pthread_cond_broadcast(&drain_cv);
-        pthread_mutex_unlock(&shim_hold_mu);
+        pthread_mutex_lock(&hold->mu);
+        hold->draining = false;
+        pthread_cond_broadcast(&hold->drain_cv);
+        pthread_mutex_unlock(&hold->mu);
         return true;
 }
 
-static void end_stream(struct hstream *h)
+static void end_stream(struct shim_hstream *h)
 {
         CUcontext popped;
         if (h->ended || shim_gate_cu.ctx_push(h->ctx) != CUDA_SUCCESS)
@@ -345,21 +327,22 @@ static void end_stream(struct hstream *h)
 
 void shim_hold_stream_gone(CUstream stream)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        for (unsigned i = 0; i < open_rec.n; i++)
-                if (open_rec.s[i].stream == stream && stream != NULL && stream != CU_STREAM_LEGACY &&
+        struct shim_hold_state *hold = &shim_gs.hold;
+        pthread_mutex_lock(&hold->mu);
+        for (unsigned i = 0; i < hold->open.n; i++)
+                if (hold->open.s[i].stream == stream && stream != NULL && stream != CU_STREAM_LEGACY &&
                     stream != CU_STREAM_PER_THREAD)
-                        end_stream(&open_rec.s[i]);
-        pthread_mutex_unlock(&shim_hold_mu);
+                        end_stream(&hold->open.s[i]);
+        pthread_mutex_unlock(&hold->mu);
 }
 
 /* Removes the streams of a context (or of every context on a device) from
  * a hold, destroying their events. Lock held. */
-static void forget_in(struct hrec *r, CUcontext ctx, CUdevice dev)
+static void forget_in(struct shim_hrec *r, CUcontext ctx, CUdevice dev)
 {
         unsigned k = 0;
         for (unsigned i = 0; i < r->n; i++) {
-                struct hstream *h = &r->s[i];
+                struct shim_hstream *h = &r->s[i];
                 if (ctx ? h->ctx == ctx : h->dev == dev) {
                         drop_event(&h->start);
                         drop_event(&h->end);
@@ -373,25 +356,15 @@ static void forget_in(struct hrec *r, CUcontext ctx, CUdevice dev)
 
 void shim_hold_forget(CUcontext ctx, CUdevice dev)
 {
-        pthread_mutex_lock(&shim_hold_mu);
-        while (draining)
-                pthread_cond_wait(&drain_cv, &shim_hold_mu);
-        forget_in(&open_rec, ctx, dev);
-        if (pr.state && (ctx ? pr.ctx == ctx : pr.dev == dev))
+        struct shim_hold_state *hold = &shim_gs.hold;
+        struct shim_probe *pr = &hold->probe;
+        pthread_mutex_lock(&hold->mu);
+        while (hold->draining)
+                pthread_cond_wait(&hold->drain_cv, &hold->mu);
+        forget_in(&hold->open, ctx, dev);
+        if (pr->state && (ctx ? pr->ctx == ctx : pr->dev == dev))
                 probe_drop();
-        for (unsigned i = 0; i < n_drains; i++)
-                forget_in(&drains[i], ctx, dev);
-        pthread_mutex_unlock(&shim_hold_mu);
-}
-
-void shim_hold_reset(void)
-{
-        /* Fork child: the events belong to the parent's contexts. */
-        pthread_mutex_init(&shim_hold_mu, NULL);
-        pthread_cond_init(&drain_cv, NULL);
-        draining = false;
-        memset(&open_rec, 0, sizeof(open_rec));
-        memset(drains, 0, sizeof(drains));
-        n_drains = 0;
-        memset(&pr, 0, sizeof(pr));
+        for (unsigned i = 0; i < hold->n_drains; i++)
+                forget_in(&hold->drains[i], ctx, dev);
+        pthread_mutex_unlock(&hold->mu);
 }

@@ -26,7 +26,7 @@
 #define LOCAL_VERSION 2u /* 2: the arbiter state grew (tail high-water mark, cut flag) */
 #define LOCAL_FILE "compute.local"
 
-struct local_state {
+struct shim_local_state {
         uint64_t magic; /* written last at creation */
         uint32_t version, size;
         pthread_mutex_t mu; /* robust, process-shared; guards everything below */
@@ -40,14 +40,15 @@ struct local_state {
         struct gs_arbiter arb;
 };
 
-static struct local_state *ls;
+/* The mapping is shim_gs.local (struct shim_gate_state), `ls` below. */
 
 struct gs_arb_page *shim_local_page(void)
 {
+        struct shim_local_state *ls = shim_gs.local;
         return ls ? &ls->lease : NULL;
 }
 
-static int init_state(struct local_state *s, const struct gs_slice_conf *conf)
+static int init_state(struct shim_local_state *s, const struct gs_slice_conf *conf)
 {
         memset(s, 0, sizeof(*s));
         pthread_mutexattr_t a;
@@ -81,14 +82,14 @@ static int init_state(struct local_state *s, const struct gs_slice_conf *conf)
 
 int shim_local_attach(const struct gs_slice_conf *conf)
 {
-        if (ls)
+        if (shim_gs.local)
                 return 0;
         struct shim_statefile f;
-        int r = shim_statefile_open(conf->slice_dir, LOCAL_FILE, sizeof(struct local_state), 0600,
+        int r = shim_statefile_open(conf->slice_dir, LOCAL_FILE, sizeof(struct shim_local_state), 0600,
                                     "compute", &f);
         if (r < 0)
                 goto out;
-        struct local_state *s = f.map;
+        struct shim_local_state *s = f.map;
         if (f.fresh) {
                 r = init_state(s, conf);
         } else if (__atomic_load_n(&s->magic, __ATOMIC_ACQUIRE) != LOCAL_MAGIC ||
@@ -100,7 +101,7 @@ int shim_local_attach(const struct gs_slice_conf *conf)
         }
 out:
         if (r == 0)
-                ls = shim_statefile_close(&f, true);
+                shim_gs.local = shim_statefile_close(&f, true);
         else
                 shim_statefile_close(&f, false);
         if (r < 0)
@@ -110,6 +111,7 @@ out:
 
 static int local_lock(void)
 {
+        struct shim_local_state *ls = shim_gs.local;
         int r = pthread_mutex_lock(&ls->mu);
         if (r == EOWNERDEAD) {
                 /* A process died inside the lock: every change under it is a
@@ -123,6 +125,7 @@ static int local_lock(void)
 /* Publishes a lease (seqlock), then wakes waiters. Lock held. */
 static void publish(uint64_t gen, uint64_t start, uint64_t until)
 {
+        struct shim_local_state *ls = shim_gs.local;
         struct gs_arb_page *p = &ls->lease;
         if (atomic_load_explicit(&p->gen, memory_order_relaxed) == gen &&
             atomic_load_explicit(&p->until_ns, memory_order_relaxed) == until)
@@ -132,6 +135,7 @@ static void publish(uint64_t gen, uint64_t start, uint64_t until)
 
 int shim_local_tick(bool want, struct gs_arb_decision *d)
 {
+        struct shim_local_state *ls = shim_gs.local;
         if (!ls)
                 return -ENODEV;
         int r = local_lock();
@@ -149,6 +153,7 @@ int shim_local_tick(bool want, struct gs_arb_decision *d)
 
 void shim_local_join(uint64_t gen)
 {
+        struct shim_local_state *ls = shim_gs.local;
         if (!ls || local_lock() < 0)
                 return;
         if (ls->owed_gen != gen) {
@@ -163,6 +168,7 @@ void shim_local_join(uint64_t gen)
 
 void shim_local_report(uint64_t gen, uint64_t busy, bool pending)
 {
+        struct shim_local_state *ls = shim_gs.local;
         if (!ls || local_lock() < 0)
                 return;
         bool settle = false;

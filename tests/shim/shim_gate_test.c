@@ -108,6 +108,40 @@ static void run_graphs(CUstream s)
         CT_CHECK(cuGraphDestroy(g));
 }
 
+/* Forks a child that sets up CUDA again and saturates until told to stop
+ * (saying "ready" after warming up when `say_ready`); tells the parent
+ * test the child's pid first. Returns the child's pid. */
+static pid_t fork_saturating(bool say_ready)
+{
+        fflush(stdout);
+        pid_t pid = fork();
+        CT_ASSERT(pid >= 0, "fork");
+        if (pid == 0) {
+                pthread_t w2;
+                CT_ASSERT(pthread_create(&w2, NULL, stdin_watch, NULL) == 0, "thread");
+                pthread_detach(w2);
+                CUdevice d2;
+                CUcontext c2;
+                ct_setup(&d2, &c2);
+                ct_load_kernels(&kern);
+                CUstream s2;
+                CT_CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+                saturate(cuLaunchKernel, s2, say_ready);
+                CT_CHECK(cuStreamSynchronize(s2));
+                _exit(0);
+        }
+        printf("child %d\n", (int)pid);
+        fflush(stdout);
+        return pid;
+}
+
+static void wait_forked(pid_t pid)
+{
+        int st;
+        CT_ASSERT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
+                  "the forked child failed");
+}
+
 static int worker(const char *role)
 {
         const char *k = getenv("GATETEST_KERNEL_NS");
@@ -160,33 +194,28 @@ static int worker(const char *role)
         } else if (!strcmp(role, "fork")) {
                 /* Warm the gate (its thread runs, a hold is open), then fork:
                  * the child starts over and shares the slice's share. */
-                unsigned long long ns = kernel_ns;
-                void *args[] = { &ns };
                 for (int i = 0; i < 20; i++)
-                        CT_CHECK(cuLaunchKernel(kern.busy, 1, 1, 1, 1, 1, 1, 0, s, args, NULL));
-                fflush(stdout);
-                pid_t pid = fork();
-                CT_ASSERT(pid >= 0, "fork");
-                if (pid == 0) {
-                        pthread_t w2;
-                        CT_ASSERT(pthread_create(&w2, NULL, stdin_watch, NULL) == 0, "thread");
-                        pthread_detach(w2);
-                        CUdevice d2;
-                        CUcontext c2;
-                        ct_setup(&d2, &c2);
-                        ct_load_kernels(&kern);
-                        CUstream s2;
-                        CT_CHECK(cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
-                        saturate(cuLaunchKernel, s2, false);
-                        CT_CHECK(cuStreamSynchronize(s2));
-                        _exit(0);
-                }
-                printf("child %d\n", (int)pid);
-                fflush(stdout);
+                        CT_CHECK(launch_with(cuLaunchKernel, s));
+                pid_t pid = fork_saturating(false);
                 saturate(cuLaunchKernel, s, true);
-                int st;
-                CT_ASSERT(waitpid(pid, &st, 0) == pid && WIFEXITED(st) && WEXITSTATUS(st) == 0,
-                          "the forked child failed");
+                wait_forked(pid);
+        } else if (!strcmp(role, "forkclean")) {
+                /* Local enforcement fails here (the parent test made
+                 * compute.local unusable), so launches go ungated. Then the
+                 * file is removed and the process forks: the child must
+                 * start with a clean gate, attach the local arbiter and be
+                 * held to the share, while this process idles. */
+                for (int i = 0; i < 20; i++)
+                        CT_CHECK(launch_with(cuLaunchKernel, s));
+                CT_CHECK(cuStreamSynchronize(s));
+                const char *bad = getenv("GATETEST_BAD_FILE");
+                CT_ASSERT(bad && unlink(bad) == 0, "cannot remove the unusable compute.local");
+                pid_t pid = fork_saturating(true);
+                while (!atomic_load(&stop_flag)) {
+                        struct timespec ts = { 0, 10000000 };
+                        nanosleep(&ts, NULL);
+                }
+                wait_forked(pid);
         } else {
                 fprintf(stderr, "unknown role %s\n", role);
                 return 2;
@@ -471,6 +500,29 @@ static int parent(const char *scenario)
                 fprintf(stderr, "parent %.1f%% + forked child %.1f%%\n", pct[0], extra[0]);
                 CT_ASSERT(extra[0] > 1, "the forked child launched nothing");
                 expect_range("300m shared by a process and its forked child", pct[0] + extra[0], 25, 35);
+        } else if (!strcmp(scenario, "fork_local_failed")) {
+                /* A process whose local enforcement failed (compute.local of
+                 * another layout) forks after the file is gone: the child
+                 * must not inherit "failed" (ungated, ~100%) but start a
+                 * clean gate and be capped at its share. */
+                make_slice(&a, "a", 300, uuid);
+                char bad[400];
+                snprintf(bad, sizeof(bad), "%s/a/compute.local", dir);
+                FILE *f = fopen(bad, "we");
+                CT_ASSERT(f && fputs("x", f) >= 0 && fclose(f) == 0, "cannot write %s", bad);
+                setenv("GATETEST_BAD_FILE", bad, 1);
+                start(&ps[0], &a, "forkclean", NULL);
+                measure(ps, 1, pct, extra);
+                char logp[400], failed[64];
+                snprintf(logp, sizeof(logp), "%s/shim.log", dir);
+                snprintf(failed, sizeof(failed), "gpuslice[%d]: compute: local enforcement unavailable",
+                         (int)ps[0].pid);
+                char *log = ct_read_file(logp);
+                CT_ASSERT(log && strstr(log, failed), "the parent's local enforcement did not fail");
+                free(log);
+                fprintf(stderr, "parent %.1f%% + forked child %.1f%%\n", pct[0], extra[0]);
+                expect_range("300m forked child of a process whose local enforcement failed", extra[0],
+                             25, 35);
         } else if (!strcmp(scenario, "daemon") || !strcmp(scenario, "daemon_gone")) {
                 /* Leases from a daemon (the real arbiter behind a stand-in
                  * service): a lone `share` slice borrows the idle GPU; when
