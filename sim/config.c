@@ -42,16 +42,28 @@ uint64_t sim_now_ns(void)
         return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+int sim_parse_u64_prefix(const char *s, uint64_t *out, const char **end)
+{
+        if (!s || *s < '0' || *s > '9')
+                return -EINVAL; /* must start with a digit: no sign, no blanks */
+        uint64_t v = 0;
+        for (; *s >= '0' && *s <= '9'; s++) {
+                unsigned d = (unsigned)(*s - '0');
+                if (v > (UINT64_MAX - d) / 10)
+                        return -EINVAL;
+                v = v * 10 + d;
+        }
+        *out = v;
+        if (end)
+                *end = s;
+        return 0;
+}
+
 int sim_parse_size(const char *s, uint64_t *out)
 {
-        if (!s || !*s)
-                return -EINVAL;
-        if (*s < '0' || *s > '9')
-                return -EINVAL; /* must start with a digit: no sign, no blanks */
-        errno = 0;
-        char *end = NULL;
-        unsigned long long v = strtoull(s, &end, 10);
-        if (errno || end == s)
+        const char *end = NULL;
+        uint64_t v;
+        if (sim_parse_u64_prefix(s, &v, &end) < 0)
                 return -EINVAL;
         unsigned shift = 0;
         if (*end) {
@@ -83,16 +95,8 @@ static int parse_u64_range(const char *var, uint64_t lo, uint64_t hi, uint64_t d
         if (size) {
                 r = sim_parse_size(s, &v);
         } else {
-                r = -EINVAL;
-                if (*s >= '0' && *s <= '9') {
-                        errno = 0;
-                        char *end = NULL;
-                        unsigned long long x = strtoull(s, &end, 10);
-                        if (!errno && end && !*end) {
-                                v = x;
-                                r = 0;
-                        }
-                }
+                const char *end = NULL;
+                r = sim_parse_u64_prefix(s, &v, &end) == 0 && !*end ? 0 : -EINVAL;
         }
         if (r < 0 || v < lo || v > hi) {
                 sim_log("bad %s=\"%.64s\": expected %s in %llu..%llu", var, s,

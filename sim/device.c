@@ -41,11 +41,10 @@ static void parse_visible(void)
                                 }
                         }
                 } else if (*tok >= '0' && *tok <= '9') {
-                        errno = 0;
-                        char *end = NULL;
-                        long x = strtol(tok, &end, 10);
-                        if (!errno && end && (*end == 0 || *end == ' ') && x >= 0 &&
-                            x < (long)st->ndev)
+                        const char *end = NULL;
+                        uint64_t x;
+                        if (sim_parse_u64_prefix(tok, &x, &end) == 0 &&
+                            (*end == 0 || *end == ' ') && x < st->ndev)
                                 phys = (int)x;
                 }
                 if (phys < 0)

@@ -153,6 +153,10 @@ int sim_config_load(struct sim_config *cfg);
 
 /* Parses "123", "4Ki", "16Gi", ... into bytes. Returns 0 or -EINVAL. */
 int sim_parse_size(const char *s, uint64_t *out);
+/* simgpu's one number parser (it depends on nothing of gpuslice): the
+ * decimal digits at the start of s (at least one, no sign), value in *out,
+ * the rest in *end. 0, or -EINVAL (no digit, overflow). */
+int sim_parse_u64_prefix(const char *s, uint64_t *out, const char **end);
 
 /* Appends one formatted line to the file named by SIMGPU_LOG, if set. Never
  * writes to stdout/stderr. */

@@ -86,10 +86,9 @@ static void print_table(struct sim_state *st)
 
 static int parse_index(const char *s, const struct sim_state *st, unsigned *out)
 {
-        char *end = NULL;
-        errno = 0;
-        long v = s ? strtol(s, &end, 10) : -1;
-        if (!s || errno || end == s || *end || v < 0 || v >= (long)st->ndev) {
+        const char *end = NULL;
+        uint64_t v = 0;
+        if (sim_parse_u64_prefix(s, &v, &end) < 0 || *end || v >= st->ndev) {
                 fprintf(stderr, "simgpu-smi: no device %s (devices: 0..%u)\n", s ? s : "(none)",
                         st->ndev - 1);
                 return -1;

@@ -33,12 +33,8 @@ uint64_t sim_proc_start_time(pid_t pid)
         for (int field = 2; field < 22 && *p; p++)
                 if (*p == ' ')
                         field++;
-        errno = 0;
-        char *end = NULL;
-        unsigned long long v = strtoull(p, &end, 10);
-        if (errno || end == p)
-                return 0;
-        return v;
+        uint64_t v;
+        return sim_parse_u64_prefix(p, &v, NULL) == 0 ? v : 0;
 }
 
 static void init_state(struct sim_state *st, const struct sim_config *cfg)

@@ -18,6 +18,7 @@
 
 #include "alloc.h"
 #include "macro.h"
+#include "number.h"
 
 #define CLI_REPLY_TIMEOUT_S 30
 #define CLI_START_WAIT_MS 15000
@@ -272,8 +273,8 @@ int cli_call(int fd, struct gs_proto_builder *b, struct gs_proto_msg *ret, struc
         if (h.type == GS_MSG_ERROR) {
                 const char *code = gs_proto_msg_get(&m, "code");
                 const char *msg = gs_proto_msg_get(&m, "message");
-                long c = code ? strtol(code, NULL, 10) : -EIO;
-                if (c >= 0 || c < -4095)
+                int64_t c = -EIO;
+                if (!code || gs_i64_parse_str(code, -4095, -1, &c) < 0)
                         c = -EIO;
                 gs_error_set(err, (int)c, "%s", msg ? msg : "gpusliced refused the request");
                 gs_proto_msg_done(&m);
@@ -283,9 +284,12 @@ int cli_call(int fd, struct gs_proto_builder *b, struct gs_proto_msg *ret, struc
         return 0;
 }
 
+/* A number of a reply; a malformed one reads as 0 (the daemon writes
+ * plain decimals, so 0 marks a reply nobody should trust). */
 static uint64_t u64_of(const char *v)
 {
-        return v ? strtoull(v, NULL, 10) : 0;
+        uint64_t x = 0;
+        return gs_u64_parse_str(v, UINT64_MAX, &x) == 0 ? x : 0;
 }
 
 /* Fill a slice from the record starting at item i; returns the index

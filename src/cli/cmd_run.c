@@ -15,6 +15,7 @@
 
 #include "cli.h"
 #include "client.h"
+#include "compute_policy.h"
 #include "quantity.h"
 #include "slice_env.h"
 
@@ -102,9 +103,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
                         r = gs_memory_quantity_parse("--gpu-memory", optarg, &o->memory, &err);
                         break;
                 case 'p':
-                        if (strcmp(optarg, "share") && strcmp(optarg, "cap"))
-                                r = gs_error_set(&err, -EINVAL,
-                                                 "--policy: '%s' is not share or cap", optarg);
+                        if (gs_compute_policy_parse_str(optarg, &(enum gs_compute_policy){ 0 }) < 0)
+                                r = gs_error_set(&err, -EINVAL, "--policy: '%s' is not %s", optarg,
+                                                 "share or cap");
                         o->policy = optarg;
                         break;
                 case 'n': o->name = optarg; break;

@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "error.h"
 #include "macro.h"
+#include "number.h"
 #include "spec.h"
 #include "up_plan.h"
 #include "up_slices.h"
@@ -194,15 +195,7 @@ static int prepare_apis(struct up_state *st, const char *spec_path, struct gs_er
 
 static int parse_grace(const char *s, uint64_t *ret_ms)
 {
-        char *end;
-        double v;
-
-        errno = 0;
-        v = strtod(s, &end);
-        if (errno || end == s || *end || !(v >= 0 && v <= 3600))
-                return -EINVAL;
-        *ret_ms = (uint64_t)(v * 1000.0);
-        return 0;
+        return gs_decimal_milli_parse_str(s, 3600 * 1000, ret_ms);
 }
 
 int cmd_up(int argc, char **argv)

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "client.h"
+#include "compute_policy.h"
 #include "inventory.h"
 #include "macro.h"
 #include "placement.h"
@@ -167,7 +168,7 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
 {
         struct up_slices *s = ud;
         const struct gs_api_spec *a = &s->spec->apis[api];
-        const char *policy = a->compute.policy == GS_POLICY_CAP ? "cap" : "share";
+        const char *policy = gs_compute_policy_name(a->compute.policy);
         struct slice_env e = { .buf = blob, .size = size };
         struct gs_error *err = NULL;
         struct cli_slice sl;

@@ -59,3 +59,26 @@ int gs_u64_parse_prefix(const char *s, uint64_t max, uint64_t *ret, const char *
                 *ret_end = s + n;
         return 0;
 }
+
+int gs_decimal_milli_parse_str(const char *s, uint64_t max_milli, uint64_t *ret)
+{
+        if (!s)
+                return -EINVAL;
+        const char *dot = strchr(s, '.');
+        size_t whole_len = dot ? (size_t)(dot - s) : strlen(s);
+        uint64_t whole, frac = 0;
+        if (gs_u64_parse(s, whole_len, UINT64_MAX / 1000, &whole) < 0)
+                return -EINVAL;
+        if (dot) {
+                size_t n = strlen(dot + 1);
+                if (n == 0 || n > 3 || gs_u64_parse(dot + 1, n, 999, &frac) < 0)
+                        return -EINVAL;
+                for (size_t i = n; i < 3; i++)
+                        frac *= 10;
+        }
+        uint64_t v = whole * 1000 + frac;
+        if (v > max_milli)
+                return -EINVAL;
+        *ret = v;
+        return 0;
+}

@@ -24,4 +24,8 @@ int gs_i64_parse_str(const char *s, int64_t min, int64_t max, int64_t *ret);
  * (/proc files). At least one digit; at most max. 0 or -EINVAL. */
 int gs_u64_parse_prefix(const char *s, uint64_t max, uint64_t *ret, const char **ret_end);
 
+/* A plain decimal with at most three decimals ("2", "0.5", "1.25") in
+ * thousandths (2000, 500, 1250), at most max_milli. 0 or -EINVAL. */
+int gs_decimal_milli_parse_str(const char *s, uint64_t max_milli, uint64_t *ret);
+
 #endif /* GS_NUMBER_H */

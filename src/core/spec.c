@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "compute_policy.h"
 #include "quantity.h"
 #include "spec_yaml.h"
 
@@ -249,11 +250,7 @@ static int parse_policy(struct walk *w, const struct spec_node *n, enum gs_compu
         int r = want_string(w, n, "compute.policy", "share");
         if (r < 0)
                 return r;
-        if (strcmp(n->value, "share") == 0)
-                *ret = GS_POLICY_SHARE;
-        else if (strcmp(n->value, "cap") == 0)
-                *ret = GS_POLICY_CAP;
-        else
+        if (gs_compute_policy_parse_str(n->value, ret) < 0)
                 return fail(w, n,
                             "compute.policy: \"%s\" is not a policy: use share (the default: a "
                             "guaranteed share, idle time lent) or cap (never above the share)",

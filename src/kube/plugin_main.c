@@ -49,12 +49,18 @@ static int file_inventory(void *ctx, struct gs_inventory *inv, struct gs_error *
         unsigned n = 0, lineno = 0;
         while (fgets(line, sizeof(line), f)) {
                 lineno++;
-                char uuid[GS_GPU_UUID_MAX], state[16];
-                unsigned long long mem;
                 if (line[0] == '#' || line[0] == '\n')
                         continue;
-                if (sscanf(line, "%95s %llu %15s", uuid, &mem, state) != 3 ||
-                    (strcmp(state, "healthy") != 0 && strcmp(state, "lost") != 0) || mem == 0)
+                line[strcspn(line, "\n")] = '\0';
+                char *save = NULL;
+                const char *uuid = strtok_r(line, " ", &save);
+                const char *mem_s = strtok_r(NULL, " ", &save);
+                const char *state = strtok_r(NULL, " ", &save);
+                uint64_t mem = 0;
+                if (!uuid || !mem_s || !state || strtok_r(NULL, " ", &save) ||
+                    strlen(uuid) >= GS_GPU_UUID_MAX ||
+                    gs_u64_parse_str(mem_s, UINT64_MAX, &mem) < 0 || mem == 0 ||
+                    (strcmp(state, "healthy") != 0 && strcmp(state, "lost") != 0))
                         return gs_error_set(err, -EINVAL,
                                             "%s:%u: expected <uuid> <memory-bytes> healthy|lost",
                                             path, lineno);

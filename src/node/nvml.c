@@ -20,6 +20,7 @@
 
 #include "log.h"
 #include "macro.h"
+#include "number.h"
 
 struct nvml {
         void *lib;
@@ -280,9 +281,10 @@ void nvml_measure_overhead(struct nvml *n, const char *sim_dir, struct gs_invent
                 if (!nl)
                         break;
                 *nl = '\0';
-                unsigned pos;
-                uint64_t v;
-                if (sscanf(line, "%u %" SCNu64, &pos, &v) == 2 && pos < inv->n_gpus) {
+                uint64_t pos, v;
+                const char *q = line;
+                if (gs_u64_parse_prefix(q, GS_MAX_GPUS - 1, &pos, &q) == 0 && *q++ == ' ' &&
+                    gs_u64_parse_str(q, UINT64_MAX, &v) == 0 && pos < inv->n_gpus) {
                         inv->gpus[pos].context_overhead = v;
                         inv->gpus[pos].overhead_measured = true;
                 }
