@@ -17,30 +17,11 @@ static int whole_fit(uint32_t milli, uint64_t memory, struct gs_error **err)
         return 1;
 }
 
-static int whole_prepare(struct node *n, const struct gs_slice *s, struct gs_error **err)
-{
-        (void)n, (void)s, (void)err;
-        return 0; /* exclusive GPUs run without the shim: nothing to write */
-}
-
-static void whole_release(struct node *n, const struct gs_slice *s)
-{
-        (void)n, (void)s;
-}
-
-static bool whole_files_ok(struct node *n, const struct gs_slice *s)
-{
-        (void)n, (void)s;
-        return true;
-}
-
 const struct node_backend node_backend_whole = {
         .name = "whole",
         .needs_shim = false,
         .fit = whole_fit,
-        .prepare = whole_prepare,
-        .release = whole_release,
-        .files_ok = whole_files_ok,
+        /* exclusive GPUs run without the shim: no files to write */
 };
 
 static int shim_fit(uint32_t milli, uint64_t memory, struct gs_error **err)
@@ -74,6 +55,24 @@ const struct node_backend node_backend_shim = {
 };
 
 static const struct node_backend *const backends[] = { &node_backend_shim, &node_backend_whole };
+
+int node_backend_prepare(const struct node_backend *be, struct node *n, const struct gs_slice *s,
+                         struct gs_error **err)
+{
+        return be->prepare ? be->prepare(n, s, err) : 0;
+}
+
+void node_backend_release(const struct node_backend *be, struct node *n, const struct gs_slice *s)
+{
+        if (be->release)
+                be->release(n, s);
+}
+
+bool node_backend_files_ok(const struct node_backend *be, struct node *n,
+                           const struct gs_slice *s)
+{
+        return be->files_ok ? be->files_ok(n, s) : true;
+}
 
 const struct node_backend *node_backend_of(const struct gs_slice *s)
 {

@@ -22,6 +22,8 @@ struct node_backend {
          * backend's, and valid for it: 1 yes, 0 not this backend's, or
          * -EINVAL with *err for a request it refuses. */
         int (*fit)(uint32_t milli, uint64_t memory, struct gs_error **err);
+        /* Optional (NULL: nothing to do); call them through the
+         * node_backend_* functions below. */
         /* Write the slice's files (recorded already). 0 or -errno, *err. */
         int (*prepare)(struct node *n, const struct gs_slice *s, struct gs_error **err);
         /* Remove what prepare wrote; best effort, logged. */
@@ -32,6 +34,13 @@ struct node_backend {
 
 extern const struct node_backend node_backend_whole;
 extern const struct node_backend node_backend_shim;
+
+/* The backend's prepare, release and files_ok, where it has them. */
+int node_backend_prepare(const struct node_backend *be, struct node *n, const struct gs_slice *s,
+                         struct gs_error **err);
+void node_backend_release(const struct node_backend *be, struct node *n, const struct gs_slice *s);
+bool node_backend_files_ok(const struct node_backend *be, struct node *n,
+                           const struct gs_slice *s);
 
 /* The backend of a recorded slice. */
 const struct node_backend *node_backend_of(const struct gs_slice *s);

@@ -72,8 +72,8 @@ int node_slice_prepare_locked(struct node *n, const struct node_request *req,
                 return r;
         }
         const struct gs_slice *rec = gs_ledger_find(&n->ledger, s.id);
-        if ((r = be->prepare(n, rec, err)) < 0) {
-                be->release(n, rec);
+        if ((r = node_backend_prepare(be, n, rec, err)) < 0) {
+                node_backend_release(be, n, rec);
                 gs_ledger_remove(&n->ledger, s.id);
                 struct gs_error *e2 = NULL;
                 if (node_save_locked(n, &e2) < 0)
@@ -103,7 +103,7 @@ int node_slice_release_locked(struct node *n, const char *id, const char *why)
                     s->kind == GS_SLICE_KUBE ? ", Kubernetes" : "", why);
         if (n->observer.slice_removed)
                 n->observer.slice_removed(n->observer.ctx, s, why);
-        node_backend_of(s)->release(n, s);
+        node_backend_release(node_backend_of(s), n, s);
         gs_ledger_remove(&n->ledger, idc);
         struct gs_error *err = NULL;
         int r = node_save_locked(n, &err);
@@ -119,10 +119,10 @@ int node_reconcile_files_locked(struct node *n)
         for (size_t i = 0; i < n->ledger.n_slices; i++) {
                 const struct gs_slice *s = &n->ledger.slices[i];
                 const struct node_backend *be = node_backend_of(s);
-                if (be->files_ok(n, s))
+                if (node_backend_files_ok(be, n, s))
                         continue;
                 struct gs_error *err = NULL;
-                if (be->prepare(n, s, &err) < 0) {
+                if (node_backend_prepare(be, n, s, &err) < 0) {
                         gs_log_error("slice %s: cannot restore its files: %s", s->id,
                                      gs_error_msg(err));
                         gs_error_free(err);

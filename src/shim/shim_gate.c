@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "compute_policy.h"
 #include "shim.h"
 #include "shim_gate.h"
 
@@ -142,7 +143,7 @@ void shim_gate_setup(const struct gs_slice_conf *c)
         shim_gate_on = c->compute_milli < 1000;
         if (shim_gate_on)
                 shim_log("slice %s: compute share %u milli (%s)", c->slice, c->compute_milli,
-                         c->policy == GS_POLICY_CAP ? "cap" : "share");
+                         gs_compute_policy_name(c->policy));
 }
 
 static void go_local(const char *why)

@@ -40,4 +40,23 @@ try:
     check(d.wait(timeout=15) != 0, "daemon started with an unreadable ledger")
 finally:
     w.cleanup()
+# A FIFO in place of the ledger: opening it must not hang the daemon (a
+# reader would wait forever for a writer); it is refused like any
+# non-file.
+w = World("corrupt-fifo")
+try:
+    os.makedirs(w.state)
+    path = os.path.join(w.state, "ledger")
+    os.mkfifo(path, 0o600)
+    d = w.start_daemon(wait=False)
+    try:
+        rc = d.wait(timeout=15)
+    except Exception:
+        d.kill()
+        fail("daemon hung on a FIFO in place of its ledger")
+    log = w.log_text()
+    check(rc != 0 and "not a regular file" in log and path in log,
+          "a FIFO ledger is refused naming it: rc %s %s" % (rc, log))
+finally:
+    w.cleanup()
 print("PASS")

@@ -99,6 +99,15 @@ def t_allocate(node):
     check(conf["slice_dir"] == "/run/gpuslice/slice", str(conf))
     slice_dir, ro = m["/run/gpuslice/slice"]
     check(os.path.isdir(slice_dir) and not ro, "slice dir mounted read-write")
+    # The config is the node's, out of the tenant's reach: read-only, and
+    # not inside the (world-writable) slice directory the pod can write.
+    check(os.stat(host_conf).st_mode & 0o777 == 0o444, "config mode 0444")
+    check(not os.path.realpath(host_conf).startswith(os.path.realpath(slice_dir) + os.sep),
+          "config outside the slice directory: %s in %s" % (host_conf, slice_dir))
+    if node.daemon:
+        # A pod's memory cap includes its CUDA context, as a local slice's
+        # does: the node's measured overhead (simgpu: 256 MiB) is in it.
+        check(int(conf["context_overhead"]) == 256 << 20, "context overhead %s" % conf)
     check(m["/usr/lib/gpuslice/libgpuslice.so"] == (node.shim, True), "shim mounted read-only")
     preload, ro = m["/etc/ld.so.preload"]
     check(ro and open(preload).read().strip() == "/usr/lib/gpuslice/libgpuslice.so",
@@ -296,6 +305,21 @@ def t_shared_ids(node):
     c.close()
 
 
+def t_policy(node):
+    """gpusliced --compute-policy applies to pods' slices as to local ones."""
+    if not node.daemon:
+        print("SKIP: needs gpusliced")
+        sys.exit(77)
+    node.start_plugin()
+    c = node.client()
+    r = c.allocate(ids(0, 0, 300))
+    conf = read_conf(mounts(r)["/run/gpuslice/slice.conf"][0])
+    check(conf["policy"] == "cap", "the daemon's default policy in the pod's config: %s" % conf)
+    ks = kube_slices(node)
+    check(ks[envs(r)["GPUSLICE_SLICE"]]["policy"] == "cap", "ls shows it: %s" % ks)
+    c.close()
+
+
 def t_simgpu(node):
     """GPUs and health from NVML: simgpu's libnvidia-ml.so.1 (the daemon's
     own inventory), a GPU marked lost with simgpu-smi --set-lost."""
@@ -410,6 +434,7 @@ TESTS = {
     "malformed": (t_malformed, []),
     "shared_ids": (t_shared_ids, []),
     "shared_ledger": (t_shared_ledger, []),
+    "policy": (t_policy, ["--compute-policy", "cap"]),
 }
 
 
