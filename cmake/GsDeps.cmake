@@ -4,6 +4,7 @@ find_package(Threads REQUIRED)
 
 pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
+pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 
 # The CUDA toolkit provides cuda.h (always needed) and nvcc (to build the
 # project's kernels to PTX). The toolkit sits in its standard location.
