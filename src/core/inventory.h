@@ -1,5 +1,5 @@
 /* The data model of a node's GPUs, as the daemon reads it from NVML (or
- * simgpu). Pure data: the daemon fills it (src/daemon/nvml.c), placement
+ * simgpu). Pure data: the node layer fills it (src/node/nvml.c), placement
  * and the local API read it. */
 #ifndef GS_INVENTORY_H
 #define GS_INVENTORY_H

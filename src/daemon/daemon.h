@@ -1,7 +1,8 @@
-/* gpusliced's state, shared by its files: main.c (flags, start-up),
- * local_api.c (the local API's connections), slices.c (requests, following
- * processes), kubelet.c (the kubelet device plugin of --kubelet, in its own
- * thread), arbiter_server.c (the compute arbiter's service). The node layer
+/* gpusliced's state, shared by the daemon's front-ends: local_api.c (the
+ * local API's connections), slices.c (requests, following processes),
+ * arbiter_server.c (the compute arbiter's service); and by the program in
+ * src/gpusliced (main.c: flags, start-up; kubelet.c: the device plugin of
+ * --kubelet in its own thread). The node layer
  * (src/node) owns the ledger, the inventory and every slice's files; its
  * lock is held by the event loop while it serves a batch of events and by
  * the plugin's thread while it serves a call, so the two never over-commit
