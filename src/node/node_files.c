@@ -211,13 +211,15 @@ static int remove_unrecorded(struct node *n, const char *sub, bool conf)
                 char path[NODE_PATH_MAX + 256];
                 snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
                 gs_log_info("removing %s: no slice of the ledger owns it", path);
-                if (conf) {
-                        if (unlink(path) < 0)
-                                gs_log_warn("cannot remove %s: %m", path);
-                } else {
+                /* Whatever it is (a file, a link, a directory): never
+                 * followed, and counted only once it is gone. */
+                struct stat st;
+                if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
                         remove_dir(path);
-                }
-                removed++;
+                else if (unlink(path) < 0)
+                        gs_log_warn("cannot remove %s: %m", path);
+                if (lstat(path, &st) < 0 && errno == ENOENT)
+                        removed++;
         }
         closedir(dh);
         return removed;

@@ -3,9 +3,8 @@
  * written directly), orphan configs and directories no record names,
  * stale or unreadable configs, a symlink in place of a slice directory
  * (never followed: the target's mode and files stay), links in place of
- * the layout's directories and a damaged ledger refused at open. One
- * test of a known bug (orphans under slices/ that are not directories) is
- * skipped unless GS_NODE_TEST_KNOWN_BUGS=1. */
+ * the layout's directories and a damaged ledger refused at open, and
+ * orphans under slices/ that are not directories removed too. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -318,18 +317,12 @@ static void symlink_not_followed_on_reconcile(void **state)
         t_env_free(e);
 }
 
-/* KNOWN BUG (src/node/node_files.c, remove_unrecorded -> remove_dir): an
- * entry of slices/ that is not a directory (a symlink, a plain file) is
- * never removed (remove_dir only rmdir()s it, which fails with ENOTDIR and
- * is logged) yet is counted as removed, on every start. Skipped unless
- * GS_NODE_TEST_KNOWN_BUGS=1 so the suite stays green; run it with that set
- * to reproduce. */
+/* An entry of slices/ that is not a directory (a symlink, a plain file)
+ * that no slice names is removed like any orphan (it was only rmdir()ed,
+ * which fails with ENOTDIR, and counted as removed on every start). */
 static void orphan_non_directory_removed(void **state)
 {
         (void)state;
-        const char *known = getenv("GS_NODE_TEST_KNOWN_BUGS");
-        if (!known || strcmp(known, "1") != 0)
-                skip();
         struct t_env *e = t_env_new(1, NULL, NULL, NULL);
         char target[NODE_PATH_MAX], keep[NODE_PATH_MAX + 8], link[NODE_PATH_MAX];
         char junk[NODE_PATH_MAX];
