@@ -22,14 +22,19 @@ __attribute__((no_sanitize_address)) void shim_dlsym_resolve(void)
 {
         if (__atomic_load_n(&shim_real_dlsym, __ATOMIC_ACQUIRE))
                 return;
+        /* glibc's dlsym: GLIBC_2.34 in libc since 2.34, before that the first
+         * version of the architecture (2.2.5 x86_64, 2.17 aarch64) in libdl
+         * (the shim needs libdl.so.2, so it is loaded: shim_glibc.h). */
         static const char *const versions[] = { "GLIBC_2.34", "GLIBC_2.2.5", "GLIBC_2.17" };
+        static const char *const libs[] = { "libc.so.6", "libdl.so.2" };
+        const unsigned nv = sizeof(versions) / sizeof(versions[0]);
         void *p = NULL;
-        for (unsigned i = 0; !p && i < sizeof(versions) / sizeof(versions[0]); i++)
+        for (unsigned i = 0; !p && i < nv; i++)
                 p = dlvsym(RTLD_NEXT, "dlsym", versions[i]);
-        if (!p) {
-                void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
-                if (libc)
-                        p = dlvsym(libc, "dlsym", "GLIBC_2.34");
+        for (unsigned l = 0; !p && l < sizeof(libs) / sizeof(libs[0]); l++) {
+                void *h = dlopen(libs[l], RTLD_NOW | RTLD_NOLOAD);
+                for (unsigned i = 0; h && !p && i < nv; i++)
+                        p = dlvsym(h, "dlsym", versions[i]);
         }
         __atomic_store_n(&shim_real_dlsym, p, __ATOMIC_RELEASE);
 }
