@@ -23,6 +23,8 @@ struct gs_gpu {
         bool healthy;                   /* answered every NVML query */
         uint64_t context_overhead;      /* bytes per CUDA context */
         bool overhead_measured;         /* false: GS_DEFAULT_CONTEXT_OVERHEAD */
+        bool numa_known;                /* the PCI device names its NUMA node */
+        unsigned numa_node;
 };
 
 struct gs_inventory {

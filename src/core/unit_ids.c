@@ -92,6 +92,20 @@ bool gs_unit_set_intersects(const struct gs_unit_set *a, const struct gs_unit_se
         return false;
 }
 
+bool gs_unit_set_is_subset(const struct gs_unit_set *a, const struct gs_unit_set *b)
+{
+        for (size_t i = 0; i < GS_UNIT_WORDS; i++)
+                if (a->bits[i] & ~b->bits[i])
+                        return false;
+        return true;
+}
+
+void gs_unit_set_union(struct gs_unit_set *a, const struct gs_unit_set *b)
+{
+        for (size_t i = 0; i < GS_UNIT_WORDS; i++)
+                a->bits[i] |= b->bits[i];
+}
+
 int gs_unit_set_encode(const struct gs_unit_set *s, char **ret)
 {
         char *buf = NULL;

@@ -37,6 +37,10 @@ size_t gs_unit_set_count(const struct gs_unit_set *s);
 size_t gs_unit_set_count_gpu(const struct gs_unit_set *s, unsigned gpu);
 /* Whether the two sets share a unit. */
 bool gs_unit_set_intersects(const struct gs_unit_set *a, const struct gs_unit_set *b);
+/* Whether every unit of a is in b (an empty a is in every set). */
+bool gs_unit_set_is_subset(const struct gs_unit_set *a, const struct gs_unit_set *b);
+/* a |= b */
+void gs_unit_set_union(struct gs_unit_set *a, const struct gs_unit_set *b);
 
 /* The set as range text (see above) into *ret (malloc'ed; "" for an empty
  * set). 0 or -ENOMEM. */

@@ -9,8 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
+#include "quantity.h"
 #include "macro.h"
 #include "node_edits.h"
 #include "node_files.h"
@@ -62,7 +64,8 @@ int dp_new(const struct dp_config *cfg, struct dp **ret, struct gs_error **err)
                 return gs_error_set(err, -ENOMEM, "out of memory");
         d->node = cfg->node;
         d->grace = cfg->release_grace_s;
-        d->generation = 1;
+        snprintf(d->checkpoint_path, sizeof(d->checkpoint_path), "%s",
+                 cfg->checkpoint_path ? cfg->checkpoint_path : "");
         node_lock(d->node);
         int r = node_files_write_preload(d->node, NODE_CONTAINER_SHIM, err);
         node_unlock(d->node);
@@ -87,18 +90,110 @@ int dp_set_inventory(struct dp *d, const struct gs_inventory *inv)
 {
         node_lock(d->node);
         bool changed = node_set_inventory_locked(d->node, inv);
-        if (changed)
-                d->generation++;
         node_unlock(d->node);
         return changed ? 1 : 0;
+}
+
+static unsigned local_units(const struct node *n, unsigned i);
+static int pod_units(const struct node *n, struct gs_unit_set *ret);
+
+/* FNV-1a over what the advertised list depends on: each GPU's health,
+ * NUMA node and local hold, and where local slices hold units, which ids
+ * pods have (the ids marked for local slices are others). */
+static uint64_t list_fingerprint(const struct node *n)
+{
+        uint64_t h = 1469598103934665603ull;
+#define MIX(v) (h = (h ^ (uint64_t)(v)) * 1099511628211ull)
+        struct gs_unit_set *pods = NULL;
+        for (unsigned g = 0; g < n->inv.n_gpus && g < DP_MAX_GPUS; g++) {
+                const struct gs_gpu *x = &n->inv.gpus[g];
+                unsigned held = local_units(n, g);
+                MIX(x->healthy);
+                MIX(x->numa_known ? x->numa_node + 1 : 0);
+                MIX(held);
+                if (!held)
+                        continue;
+                if (!pods && (!(pods = malloc(sizeof(*pods))) || pod_units(n, pods) < 0)) {
+                        MIX(n->generation); /* cannot tell: assume it changed */
+                        break;
+                }
+                for (unsigned w = g * DP_UNITS_PER_GPU / 64; w <= (g + 1) * DP_UNITS_PER_GPU / 64 &&
+                                                             w < GS_UNIT_WORDS; w++)
+                        MIX(pods->bits[w]);
+        }
+#undef MIX
+        free(pods);
+        return h;
+}
+
+/* Lock held. */
+static uint64_t generation_locked(struct dp *d)
+{
+        if (d->node->generation != d->node_generation_seen) {
+                d->node_generation_seen = d->node->generation;
+                uint64_t fp = list_fingerprint(d->node);
+                if (fp != d->fingerprint) {
+                        d->fingerprint = fp;
+                        d->generation++;
+                }
+        }
+        return d->generation;
 }
 
 uint64_t dp_generation(struct dp *d)
 {
         node_lock(d->node);
-        uint64_t g = d->generation;
+        uint64_t g = generation_locked(d);
         node_unlock(d->node);
         return g;
+}
+
+int dp_checkpoint_read(struct dp *d, struct kube_checkpoint *ret)
+{
+        if (!d->checkpoint_path[0])
+                return 0;
+        struct gs_error *err = NULL;
+        int r = kube_checkpoint_load(d->checkpoint_path, DP_RESOURCE, ret, &err);
+        if (r == -ENOENT)
+                return 0;
+        if (r < 0)
+                gs_log_warn("kubelet: %s: trusting no unit to be free", gs_error_msg(err));
+        gs_error_free(err);
+        return r < 0 ? r : 1;
+}
+
+/* Units (0..1000) local slices hold on GPU i: their shares, or their
+ * memory caps as a fraction of the GPU's memory when that is more. */
+static unsigned local_units(const struct node *n, unsigned i)
+{
+        const struct gs_gpu *g = &n->inv.gpus[i];
+        uint64_t milli = 0, memory = 0;
+        for (size_t k = 0; k < n->ledger.n_slices; k++) {
+                const struct gs_slice *s = &n->ledger.slices[k];
+                for (unsigned j = 0; s->kind == GS_SLICE_LOCAL && j < s->n_gpus; j++)
+                        if (strcmp(s->gpus[j].uuid, g->uuid) == 0) {
+                                bool whole = gs_slice_is_whole(s);
+                                milli += whole ? DP_UNITS_PER_GPU : s->milli;
+                                memory += whole ? g->memory_total : s->memory_cap;
+                        }
+        }
+        uint64_t by_memory =
+                g->memory_total ? (memory * 1000 + g->memory_total - 1) / g->memory_total : 0;
+        return (unsigned)GS_MIN(GS_MAX(milli, by_memory), (uint64_t)DP_UNITS_PER_GPU);
+}
+
+/* Every unit a pod slice was allocated (free of pods' use otherwise). */
+static int pod_units(const struct node *n, struct gs_unit_set *ret)
+{
+        _cleanup_free_ struct gs_unit_set *one = malloc(sizeof(*one));
+        if (!one)
+                return -ENOMEM;
+        gs_unit_set_clear(ret);
+        for (size_t k = 0; k < n->ledger.n_slices; k++)
+                if (n->ledger.slices[k].kind == GS_SLICE_KUBE &&
+                    dp_slice_units(&n->ledger.slices[k], one) == 0)
+                        gs_unit_set_union(ret, one);
+        return 0;
 }
 
 size_t dp_n_allocations(struct dp *d)
@@ -111,29 +206,45 @@ size_t dp_n_allocations(struct dp *d)
         return n;
 }
 
+/* 1000 ids per GPU, healthy as their GPU, except that as many as local
+ * slices hold are Unhealthy (the kubelet then counts them out of the
+ * node's allocatable, so the scheduler does not send pods for them): the
+ * highest-numbered ids no pod slice was given. */
 int dp_encode_devices(struct dp *d, uint64_t *ret_gen, uint8_t **ret_buf, size_t *ret_len)
 {
         node_lock(d->node);
-        const struct gs_inventory *inv = &d->node->inv;
+        const struct node *nd = d->node;
+        const struct gs_inventory *inv = &nd->inv;
         size_t n = GS_MIN((size_t)inv->n_gpus, (size_t)DP_MAX_GPUS) * DP_UNITS_PER_GPU;
         struct dp_device *devs = calloc(n ? n : 1, sizeof(*devs));
         char *names = calloc(n ? n : 1, GS_UNIT_ID_MAX);
+        struct gs_unit_set *taken = malloc(sizeof(*taken));
         int r = -ENOMEM;
-        if (devs && names) {
-                for (size_t i = 0; i < n; i++) {
-                        char *id = names + i * GS_UNIT_ID_MAX;
-                        gs_unit_id_format((unsigned)(i / DP_UNITS_PER_GPU),
-                                          (unsigned)(i % DP_UNITS_PER_GPU), id, GS_UNIT_ID_MAX);
-                        devs[i].id = id;
-                        devs[i].healthy = inv->gpus[i / DP_UNITS_PER_GPU].healthy;
+        if (devs && names && taken && pod_units(nd, taken) == 0) {
+                for (unsigned g = 0; g < n / DP_UNITS_PER_GPU; g++) {
+                        unsigned held = local_units(nd, g);
+                        for (unsigned u = DP_UNITS_PER_GPU; u-- > 0;) {
+                                size_t i = (size_t)g * DP_UNITS_PER_GPU + u;
+                                char *id = names + i * GS_UNIT_ID_MAX;
+                                gs_unit_id_format(g, u, id, GS_UNIT_ID_MAX);
+                                bool local = held && !gs_unit_set_has(taken, g, u);
+                                held -= local;
+                                devs[i] = (struct dp_device){
+                                        .id = id,
+                                        .healthy = inv->gpus[g].healthy && !local,
+                                        .numa_node = inv->gpus[g].numa_known
+                                                             ? (int)inv->gpus[g].numa_node
+                                                             : -1 };
+                        }
                 }
                 r = dp_encode_list(devs, n, ret_buf, ret_len);
                 if (r >= 0)
-                        *ret_gen = d->generation;
+                        *ret_gen = generation_locked(d);
         }
         node_unlock(d->node);
         free(devs);
         free(names);
+        free(taken);
         return r;
 }
 
@@ -262,69 +373,189 @@ int dp_handle_preferred(struct dp *d, const uint8_t *req, size_t len, uint8_t **
         return r;
 }
 
-/* The units PodResources shows held, and the pod of each (first seen). */
-struct held {
-        struct gs_unit_set units;
-        int16_t pod_of[GS_MAX_GPUS * DP_UNITS_PER_GPU]; /* -1: none; pods are few */
+/* Which slice each container runs in: the slice whose units hold all of
+ * the container's (the same units, or a share of an init container's
+ * slice it reuses). */
+struct holders {
+        struct gs_unit_set *sets;      /* owned: one per container */
+        size_t n;
+        struct {
+                struct gs_unit_set *units;
+                const char *who;       /* "ns/pod/container" or "checkpoint" */
+        } c[];
 };
 
-static void note_holder(struct dp *d, const struct gs_slice *s, const struct gs_unit_set *units,
-                        const struct held *h, const struct dp_pod_devices *pods)
+static bool held_by(const struct holders *h, const struct gs_unit_set *slice_units,
+                    const char **ret_who)
 {
-        struct dp_seen *x = seen_find(d, s->id, true);
-        if (!x)
-                return;
-        x->unheld = 0;
-        for (size_t b = 0; b < GS_MAX_GPUS * DP_UNITS_PER_GPU; b++)
-                if (gs_unit_set_has(units, (unsigned)(b / DP_UNITS_PER_GPU),
-                                    (unsigned)(b % DP_UNITS_PER_GPU)) &&
-                    h->pod_of[b] >= 0) {
-                        const struct dp_pod_devices *p = &pods[h->pod_of[b]];
-                        snprintf(x->holder, sizeof(x->holder), "%s/%s/%s", p->ns, p->pod,
-                                 p->container);
-                        return;
+        for (size_t i = 0; i < h->n; i++)
+                if (gs_unit_set_count(h->c[i].units) &&
+                    gs_unit_set_is_subset(h->c[i].units, slice_units)) {
+                        *ret_who = h->c[i].who;
+                        return true;
                 }
+        return false;
+}
+
+static struct holders *holders_new(const struct dp_pod_devices *pods, size_t n_pods,
+                                   const struct kube_checkpoint *cp, char (*who)[256])
+{
+        size_t n = n_pods + (cp ? cp->n_entries : 0);
+        struct holders *h = calloc(1, sizeof(*h) + n * sizeof(h->c[0]));
+        struct gs_unit_set *sets = calloc(n ? n : 1, sizeof(*sets));
+        if (!h || !sets) {
+                free(h);
+                free(sets);
+                return NULL;
+        }
+        h->sets = sets;
+        for (size_t i = 0; i < n_pods; i++) {
+                h->c[h->n].units = &sets[h->n];
+                for (size_t j = 0; j < pods[i].ids.n; j++) {
+                        unsigned g, u;
+                        if (gs_unit_id_parse(pods[i].ids.v[j], &g, &u) == 0)
+                                gs_unit_set_add(&sets[h->n], g, u);
+                }
+                snprintf(who[i], sizeof(who[i]), "%s/%s/%s", pods[i].ns, pods[i].pod,
+                         pods[i].container);
+                h->c[h->n++].who = who[i];
+        }
+        for (size_t i = 0; cp && i < cp->n_entries; i++) {
+                sets[h->n] = *cp->entries[i].units;
+                h->c[h->n].units = &sets[h->n];
+                h->c[h->n++].who = "the kubelet's checkpoint";
+        }
+        return h;
+}
+
+static struct holders *holders_free(struct holders *h)
+{
+        if (h)
+                free(h->sets);
+        free(h);
+        return NULL;
 }
 
 int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods, int64_t now)
 {
-        struct held *h = malloc(sizeof(*h));
+        struct kube_checkpoint cp = { 0 };
+        node_lock(d->node);
+        int have_cp = dp_checkpoint_read(d, &cp);
+        node_unlock(d->node);
+        if (have_cp < 0)
+                return 0; /* an unreadable checkpoint: nothing is known to be free */
+        char (*who)[256] = calloc(n_pods ? n_pods : 1, sizeof(*who));
+        struct holders *h = who ? holders_new(pods, n_pods, have_cp ? &cp : NULL, who) : NULL;
         struct gs_unit_set *units = malloc(sizeof(*units));
-        if (!h || !units) {
-                free(h);
-                free(units);
-                return -ENOMEM;
-        }
-        gs_unit_set_clear(&h->units);
-        memset(h->pod_of, 0xff, sizeof(h->pod_of));
-        for (size_t i = 0; i < n_pods; i++)
-                for (size_t j = 0; j < pods[i].ids.n; j++) {
-                        unsigned g, u;
-                        if (gs_unit_id_parse(pods[i].ids.v[j], &g, &u) == 0 &&
-                            gs_unit_set_add(&h->units, g, u) && i <= INT16_MAX)
-                                h->pod_of[g * DP_UNITS_PER_GPU + u] = (int16_t)i;
-                }
         int released = 0;
+        if (!h || !units) {
+                released = -ENOMEM;
+                goto out;
+        }
         node_lock(d->node);
         struct gs_ledger *l = &d->node->ledger;
         for (size_t k = l->n_slices; k-- > 0;) {
                 const struct gs_slice *s = &l->slices[k];
+                const char *holder = NULL;
                 if (s->kind != GS_SLICE_KUBE || dp_slice_units(s, units) < 0)
                         continue;
-                if (gs_unit_set_intersects(units, &h->units)) {
-                        note_holder(d, s, units, h, pods);
+                struct dp_seen *x = seen_find(d, s->id, true);
+                if (held_by(h, units, &holder)) {
+                        if (x) {
+                                x->unheld = 0;
+                                if (strcmp(holder, "the kubelet's checkpoint") != 0 ||
+                                    !x->holder[0])
+                                        snprintf(x->holder, sizeof(x->holder), "%s", holder);
+                        }
                         continue;
                 }
                 if (now - s->created < d->grace)
                         continue;
-                struct dp_seen *x = seen_find(d, s->id, true);
                 if (!x || ++x->unheld < 2)
                         continue;
-                dp_release_locked(d, s->id, "no pod holds it any more");
+                dp_release_locked(d, s->id, "no container holds it any more");
                 released++;
         }
         node_unlock(d->node);
-        free(h);
+out:
+        holders_free(h);
+        free(who);
         free(units);
+        kube_checkpoint_done(&cp);
         return released;
+}
+
+/* The slice an entry's cached answer names, rebuilt from the entries that
+ * name it. */
+static int restored_slice(const struct dp *d, const struct kube_checkpoint *cp, size_t first,
+                          struct gs_slice *s, struct gs_unit_set *units)
+{
+        const struct kube_cp_entry *e = &cp->entries[first];
+        gs_unit_set_clear(units);
+        for (size_t i = first; i < cp->n_entries; i++)
+                if (strcmp(cp->entries[i].slice, e->slice) == 0)
+                        gs_unit_set_union(units, cp->entries[i].units);
+        *s = (struct gs_slice){ .kind = GS_SLICE_KUBE,
+                                .policy = d->node->compute_policy,
+                                .created = (int64_t)time(NULL) };
+        snprintf(s->id, sizeof(s->id), "%s", e->slice);
+        char gpus[sizeof(e->gpus)];
+        snprintf(gpus, sizeof(gpus), "%s", e->gpus);
+        char *save = NULL;
+        for (char *tok = strtok_r(gpus, ",", &save); tok && s->n_gpus < GS_SLICE_MAX_GPUS;
+             tok = strtok_r(NULL, ",", &save)) {
+                int pos = node_gpu_position_locked(d->node, tok);
+                if (pos < 0)
+                        return -ENODEV;
+                s->gpus[s->n_gpus].index = d->node->inv.gpus[pos].index;
+                snprintf(s->gpus[s->n_gpus].uuid, sizeof(s->gpus[0].uuid), "%s", tok);
+                s->n_gpus++;
+        }
+        if (s->n_gpus == 0)
+                return -EINVAL;
+        size_t count = gs_unit_set_count(units);
+        if (s->n_gpus > 1 || count >= DP_UNITS_PER_GPU) {
+                s->milli = DP_UNITS_PER_GPU * s->n_gpus;
+        } else {
+                int pos = node_gpu_position_locked(d->node, s->gpus[0].uuid);
+                s->milli = (uint32_t)count;
+                s->memory_cap = gs_default_memory_cap(s->milli, d->node->inv.gpus[pos].memory_total);
+        }
+        return gs_unit_set_encode(units, &s->units);
+}
+
+int dp_restore_from_checkpoint(struct dp *d)
+{
+        struct kube_checkpoint cp = { 0 };
+        _cleanup_free_ struct gs_unit_set *units = malloc(sizeof(*units));
+        if (!units)
+                return -ENOMEM;
+        node_lock(d->node);
+        int r = dp_checkpoint_read(d, &cp);
+        int restored = 0;
+        for (size_t i = 0; r > 0 && i < cp.n_entries; i++) {
+                const struct kube_cp_entry *e = &cp.entries[i];
+                if (!e->slice[0] || gs_ledger_find(&d->node->ledger, e->slice))
+                        continue;
+                struct gs_slice s;
+                struct gs_error *err = NULL;
+                int q = restored_slice(d, &cp, i, &s, units);
+                if (q >= 0)
+                        q = node_slice_restore_locked(d->node, &s, &err);
+                if (q < 0)
+                        gs_log_error("kubelet: pod %s container %s holds slice %s, which cannot be "
+                                     "restored: %s", e->pod_uid, e->container, e->slice,
+                                     err ? gs_error_msg(err) : strerror(-q));
+                else
+                        restored++;
+                free(s.units);
+                gs_error_free(err);
+        }
+        node_unlock(d->node);
+        kube_checkpoint_done(&cp);
+        if (restored)
+                gs_log_warn("kubelet: %d slice%s of running pods restored from the kubelet's "
+                            "checkpoint (the node's record had lost them)",
+                            restored, restored == 1 ? "" : "s");
+        return r < 0 ? r : restored;
 }

@@ -24,6 +24,12 @@
 struct dp_config {
         struct node *node;         /* the node's slices and inventory (required) */
         int64_t release_grace_s;   /* a slice is never freed younger than this */
+        /* The kubelet's device-manager checkpoint (kubelet_checkpoint.h);
+         * NULL: none (tests of the plugin alone). With it, units the
+         * kubelet still holds for a container are never taken as freed:
+         * an Allocate naming them reuses their slice (init containers), and
+         * a slice is not released while the checkpoint lists its units. */
+        const char *checkpoint_path;
 };
 
 struct dp;
@@ -54,11 +60,20 @@ int dp_handle_allocate(struct dp *d, const uint8_t *req, size_t len, uint8_t **r
 int dp_handle_prestart(struct dp *d, const uint8_t *req, size_t len, uint8_t **ret,
                        size_t *ret_len, struct gs_error **err);
 
-/* Free every Kubernetes slice none of whose units any container holds in
- * `pods` (from PodResources List), once it is older than the grace period
- * and was seen unheld on two reconciliations in a row. now: unix seconds.
- * Returns the number of slices freed. */
+/* Free every Kubernetes slice that no container holds: none in `pods`
+ * (from PodResources List) nor in the kubelet's checkpoint holds only units
+ * of it (a container's units all within the slice's), once it is older than
+ * the grace period and was seen unheld on two reconciliations in a row.
+ * now: unix seconds. Returns the number of slices freed. */
 int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods, int64_t now);
+
+/* Before registering: every container the kubelet's checkpoint lists with
+ * an answer of ours gets its slice back if the node lost it (a node reboot
+ * that emptied the state, a ledger restored from a backup), with its id,
+ * GPU and units from the answer the kubelet cached. Returns the number of
+ * slices restored (0 without a checkpoint), or a negative errno when the
+ * checkpoint cannot be read. */
+int dp_restore_from_checkpoint(struct dp *d);
 
 /* Number of Kubernetes slices on the node's record. */
 size_t dp_n_allocations(struct dp *d);

@@ -100,20 +100,59 @@ static int parse_ids(const struct dp *d, const struct dp_strv *ids, struct gs_un
         return 0;
 }
 
-/* The kubelet hands out a unit only when its previous holder is gone:
- * slices that still name these units are over. */
-static void release_previous(struct dp *d, const struct gs_unit_set *set)
+/* What the kubelet's handing over of units that a pod slice already holds
+ * means. It gives out units a container still holds only to reuse them
+ * within that container's pod (an init container's units for the next
+ * container: devicesToAllocate's reusableDevices, pkg/kubelet/cm/
+ * devicemanager/manager.go); otherwise their pod is gone. The checkpoint
+ * tells the two apart: it lists the units of every container the kubelet
+ * holds. So a slice whose units are all in the checkpoint is reused (the
+ * request within it: that slice; the request a superset: the slice grows,
+ * no container of the pod has started yet), and any other overlapped slice
+ * is over. Without a checkpoint every overlapped slice is over. Sets
+ * *ret_reuse to the slice to answer with, "" for a new one. */
+static int settle_overlaps(struct dp *d, const struct gs_unit_set *req, const char *req_text,
+                           char ret_reuse[GS_SLICE_ID_MAX + 1], struct gs_error **err)
 {
+        struct kube_checkpoint cp = { 0 };
+        int have_cp = dp_checkpoint_read(d, &cp);
+        if (have_cp < 0)
+                return gs_error_set(err, -EAGAIN, "the kubelet's checkpoint %s cannot be read: "
+                                    "which units are free is not known", d->checkpoint_path);
         _cleanup_free_ struct gs_unit_set *other = malloc(sizeof(*other));
-        if (!other)
-                return;
+        int r = other ? 0 : -ENOMEM;
+        char grow[GS_SLICE_ID_MAX + 1] = "";
+        ret_reuse[0] = '\0';
         struct gs_ledger *l = &d->node->ledger;
-        for (size_t k = l->n_slices; k-- > 0;) {
+        for (size_t k = l->n_slices; r == 0 && k-- > 0;) {
                 const struct gs_slice *s = &l->slices[k];
-                if (s->kind == GS_SLICE_KUBE && dp_slice_units(s, other) == 0 &&
-                    gs_unit_set_intersects(other, set))
+                if (s->kind != GS_SLICE_KUBE || dp_slice_units(s, other) < 0 ||
+                    !gs_unit_set_intersects(other, req))
+                        continue;
+                if (!have_cp || !gs_unit_set_is_subset(other, cp.all)) {
                         dp_release_locked(d, s->id, "the kubelet gave its units to a new container");
+                        continue;
+                }
+                if (gs_unit_set_is_subset(req, other))
+                        snprintf(ret_reuse, GS_SLICE_ID_MAX + 1, "%s", s->id);
+                else if (gs_unit_set_is_subset(other, req) && !gs_slice_is_whole(s))
+                        snprintf(grow, sizeof(grow), "%s", s->id);
         }
+        kube_checkpoint_done(&cp);
+        if (r < 0 || ret_reuse[0] || !grow[0])
+                return r;
+        /* The pod's next container needs more than the init container's
+         * share: the pod's slice grows to it (its effective request). */
+        size_t units = gs_unit_set_count(req);
+        struct gs_error *e = NULL;
+        if (units < DP_UNITS_PER_GPU &&
+            node_slice_resize_locked(d->node, grow, (uint32_t)units, req_text, &e) == 0)
+                snprintf(ret_reuse, GS_SLICE_ID_MAX + 1, "%s", grow);
+        else
+                gs_log_info("kubelet: slice %s not grown for a container of its pod (%s): it gets "
+                            "a slice of its own", grow, e ? gs_error_msg(e) : "whole GPUs");
+        gs_error_free(e);
+        return 0;
 }
 
 static void build_answer(struct built *b)
@@ -202,10 +241,22 @@ static int allocate_one(struct dp *d, const struct dp_strv *ids, struct built *b
                                     "gpuslice.io/gpu-milli: %" PRIu32 " units is neither a slice "
                                     "of one GPU (1..999) nor whole GPUs (1000, 2000, ...)",
                                     units);
-        release_previous(d, set);
         _cleanup_free_ char *text = NULL;
         if (gs_unit_set_encode(set, &text) < 0)
                 return -ENOMEM;
+        char reuse[GS_SLICE_ID_MAX + 1];
+        if ((r = settle_overlaps(d, set, text, reuse, err)) < 0)
+                return r;
+        if (reuse[0]) {
+                const struct gs_slice *s = gs_ledger_find(&d->node->ledger, reuse);
+                gs_log_info("kubelet: %" PRIu32 " units of slice %s handed to the next container "
+                            "of its pod: it shares the slice", units, reuse);
+                /* Not ours to roll back: b->slice stays "". */
+                if ((r = node_container_edits_locked(d->node, s, &b->edits)) < 0)
+                        return gs_error_set(err, r, "slice %s: container paths too long", reuse);
+                build_answer(b);
+                return 0;
+        }
         struct node_request req = { .kind = GS_SLICE_KUBE,
                                     .milli = units,
                                     .units = text,

@@ -286,12 +286,27 @@ int dp_encode_list(const struct dp_device *devs, size_t n, uint8_t **ret_buf, si
         V1beta1__ListAndWatchResponse resp = V1BETA1__LIST_AND_WATCH_RESPONSE__INIT;
         V1beta1__Device *d = calloc(n ? n : 1, sizeof(*d));
         V1beta1__Device **dp = calloc(n ? n : 1, sizeof(*dp));
+        /* Few NUMA nodes: one TopologyInfo per node, shared by its devices. */
+        enum { MAX_NUMA = 64 };
+        V1beta1__NUMANode numa[MAX_NUMA];
+        V1beta1__NUMANode *numa_p[MAX_NUMA];
+        V1beta1__TopologyInfo topo[MAX_NUMA];
         if (!d || !dp)
                 goto out;
+        for (int k = 0; k < MAX_NUMA; k++) {
+                v1beta1__numanode__init(&numa[k]);
+                numa[k].id = k;
+                numa_p[k] = &numa[k];
+                v1beta1__topology_info__init(&topo[k]);
+                topo[k].n_nodes = 1;
+                topo[k].nodes = &numa_p[k];
+        }
         for (size_t i = 0; i < n; i++) {
                 v1beta1__device__init(&d[i]);
                 d[i].id = (char *)devs[i].id;
                 d[i].health = (char *)(devs[i].healthy ? "Healthy" : "Unhealthy");
+                if (devs[i].numa_node >= 0 && devs[i].numa_node < MAX_NUMA)
+                        d[i].topology = &topo[devs[i].numa_node];
                 dp[i] = &d[i];
         }
         resp.n_devices = n;
@@ -383,5 +398,26 @@ int dp_decode_pod_resources(const uint8_t *buf, size_t len, const char *resource
 fail:
         dp_pod_devices_array_free(out, n);
         v1__list_pod_resources_response__free_unpacked(m, NULL);
+        return r;
+}
+
+int dp_decode_container_env(const uint8_t *buf, size_t len, const char *key, char *ret,
+                            size_t size)
+{
+        V1beta1__ContainerAllocateResponse *m =
+                v1beta1__container_allocate_response__unpack(NULL, len, buf);
+        if (!m)
+                return -EBADMSG;
+        int r = -ENOENT;
+        for (size_t i = 0; i < m->n_envs; i++) {
+                const char *k = m->envs[i]->key, *v = m->envs[i]->value;
+                if (!k || !v || strcmp(k, key) != 0)
+                        continue;
+                r = strlen(v) < size ? 0 : -ENAMETOOLONG;
+                if (r == 0)
+                        memcpy(ret, v, strlen(v) + 1);
+                break;
+        }
+        v1beta1__container_allocate_response__free_unpacked(m, NULL);
         return r;
 }

@@ -24,6 +24,7 @@ void dp_strv_array_free(struct dp_strv *a, size_t n);
 struct dp_device {
         const char *id;
         bool healthy;
+        int numa_node;   /* Device.topology: its GPU's NUMA node; < 0: none */
 };
 
 struct dp_kv {
@@ -104,5 +105,12 @@ int dp_encode_empty(uint8_t **ret_buf, size_t *ret_len);
  * (containers without any are left out). */
 int dp_decode_pod_resources(const uint8_t *buf, size_t len, const char *resource,
                             struct dp_pod_devices **ret, size_t *ret_n);
+
+/* A ContainerAllocateResponse (as the kubelet's checkpoint keeps our
+ * answer): the value of env `key` into ret (NUL-terminated). 0, -ENOENT
+ * when the answer has no such env, -EBADMSG for undecodable bytes,
+ * -ENAMETOOLONG when it does not fit. */
+int dp_decode_container_env(const uint8_t *buf, size_t len, const char *key, char *ret,
+                            size_t size);
 
 #endif /* GS_DP_CODEC_H */

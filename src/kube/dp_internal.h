@@ -5,6 +5,7 @@
 #define GS_DP_INTERNAL_H
 
 #include "device_plugin.h"
+#include "kubelet_checkpoint.h"
 #include "unit_ids.h"
 
 /* What the plugin learns at run time about one Kubernetes slice (not
@@ -18,7 +19,12 @@ struct dp_seen {
 struct dp {
         struct node *node;
         int64_t grace;
+        char checkpoint_path[NODE_PATH_MAX]; /* "" when none */
+        /* The advertised list's generation moves only when its content
+         * does (not on every change of the node's ledger). */
         uint64_t generation;
+        uint64_t node_generation_seen;
+        uint64_t fingerprint;
         struct dp_seen *seen;
         size_t n_seen;
 };
@@ -30,5 +36,9 @@ int dp_slice_units(const struct gs_slice *s, struct gs_unit_set *ret);
 /* Free a Kubernetes slice through the node (lock held) and forget what
  * was seen of it. */
 void dp_release_locked(struct dp *d, const char *slice, const char *why);
+
+/* Read the kubelet's checkpoint into *ret: 1 read, 0 none configured or
+ * none there (nothing is known), or a negative errno (logged). */
+int dp_checkpoint_read(struct dp *d, struct kube_checkpoint *ret);
 
 #endif /* GS_DP_INTERNAL_H */

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "dp_grpc.h"
+#include "kubelet_checkpoint.h"
 #include "log.h"
 #include "macro.h"
 
@@ -20,6 +21,7 @@
 #define POD_RESOURCES_TIMEOUT_MS 5000
 #define POD_RESOURCES_MAX_BYTES (64u << 20)
 #define REGISTER_RETRY_MS 2000
+#define STREAM_LOST_MS 1000 /* a stream reopened within this is a reconnect */
 
 void kube_options_init(struct kube_options *o)
 {
@@ -164,11 +166,18 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
         node_lock(o->node);
         node_reconcile_files_locked(o->node); /* a standalone plugin's first look */
         node_unlock(o->node);
-        struct dp_config cfg = { .node = o->node, .release_grace_s = o->release_grace_s };
+        _cleanup_free_ char *checkpoint = NULL;
+        if (!o->checkpoint && asprintf(&checkpoint, "%s/%s", o->plugin_dir, KUBE_CHECKPOINT_NAME) < 0)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        struct dp_config cfg = { .node = o->node,
+                                 .release_grace_s = o->release_grace_s,
+                                 .checkpoint_path = o->checkpoint ? o->checkpoint : checkpoint };
         struct dp *d = NULL;
         r = dp_new(&cfg, &d, err);
         if (r < 0)
                 return r;
+        if (dp_restore_from_checkpoint(d) < 0)
+                gs_log_warn("kubelet: pods' slices not checked against the kubelet's checkpoint");
         gs_log_info("kubelet: %u GPUs, %zu Kubernetes slices on record", o->node->inv.n_gpus,
                     dp_n_allocations(d));
 
@@ -189,12 +198,34 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
                 return r;
         }
         bool registered = false;
+        bool streamed = false;      /* the kubelet opened ListAndWatch since registering */
+        int64_t no_stream_since = 0;
         int64_t next_register = 0, next_health = now_ms() + o->health_poll_ms,
                 next_pods = now_ms() + o->pod_poll_ms;
         for (;;) {
                 if (!registered && now_ms() >= next_register) {
                         registered = do_register(o, kubelet) >= 0;
                         next_register = now_ms() + REGISTER_RETRY_MS;
+                        streamed = false;
+                }
+                /* The kubelet's stream ended while kubelet.sock stays: it no
+                 * longer hears from us (and drops the resource after its
+                 * grace period) until we register again. */
+                unsigned streams = dp_server_streams(srv);
+                if (registered && streams)
+                        streamed = true;
+                if (registered && streamed && !streams) {
+                        if (!no_stream_since)
+                                no_stream_since = now_ms();
+                        if (now_ms() - no_stream_since >= STREAM_LOST_MS) {
+                                gs_log_warn("kubelet: its ListAndWatch stream ended: registering "
+                                            "again");
+                                registered = false;
+                                next_register = 0;
+                                no_stream_since = 0;
+                        }
+                } else {
+                        no_stream_since = 0;
                 }
                 struct pollfd pfd[2] = {{.fd = stop_fd, .events = POLLIN}, {.fd = ino, .events = POLLIN}};
                 int pr = poll(pfd, 2, 200);

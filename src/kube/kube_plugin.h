@@ -17,7 +17,9 @@
 #define KUBE_POD_RESOURCES_SOCKET "/var/lib/kubelet/pod-resources/kubelet.sock"
 #define KUBE_ENDPOINT "gpuslice.sock"
 #define KUBE_STATE_DIR "/run/gpuslice/kube" /* the standalone plugin's node */
-#define KUBE_SHIM_PATH "/usr/local/lib/gpuslice/libgpuslice.so"
+#define KUBE_SHIM_PATH "/var/lib/gpuslice/lib/libgpuslice.so" /* works on a read-only /usr */
+/* gpusliced --kubelet's state: on disk, as the kubelet's checkpoint is. */
+#define KUBE_STATE_DIR_DURABLE "/var/lib/gpuslice"
 
 struct kube_options {
         const char *plugin_dir;           /* holds kubelet.sock and our socket */
@@ -27,6 +29,9 @@ struct kube_options {
          * shim path, daemon socket and CDI kind decide the containers'
          * edits; its ledger holds every slice, local and Kubernetes. */
         struct node *node;
+        /* The kubelet's device-manager checkpoint: NULL for
+         * <plugin_dir>/kubelet_internal_checkpoint, "" for none. */
+        const char *checkpoint;
         int64_t release_grace_s;          /* default 60 */
         unsigned pod_poll_ms;             /* PodResources List period, default 10000 */
         unsigned health_poll_ms;          /* inventory refresh period, default 2000 */
@@ -41,6 +46,11 @@ struct kube_options {
 void kube_options_init(struct kube_options *o);
 
 /* Run the device plugin until stop_fd becomes readable (or hangs up).
+ * Before it registers, every pod the kubelet's checkpoint lists gets its
+ * slice back (dp_restore_from_checkpoint). It registers again when the
+ * kubelet restarts (kubelet.sock recreated), when its own socket is
+ * removed, and when the kubelet's ListAndWatch stream ends while
+ * kubelet.sock stays (or the kubelet forgets the resource).
  * Returns 0 after a clean shutdown (our socket removed, allocations kept on
  * disk), or a negative errno with *err set when it cannot start (no
  * inventory, cannot listen). Failing registrations are retried every 2 s

@@ -102,6 +102,7 @@ int node_open(const struct node_config *cfg, struct node **ret, struct gs_error 
         copy_opt(n->shim_path, sizeof(n->shim_path), cfg->shim_path);
         copy_opt(n->cdi_kind, sizeof(n->cdi_kind), cfg->cdi_kind);
         n->placement = cfg->placement;
+        n->generation = 1;
         n->compute_policy = cfg->compute_policy;
         int r = make_state_dir(n->state_dir, geteuid() == 0 ? 0755 : 0700, err);
         if (r >= 0)
@@ -175,6 +176,8 @@ bool node_set_inventory_locked(struct node *n, const struct gs_inventory *inv)
                 }
         }
         n->inv = next;
+        if (changed)
+                n->generation++;
         return changed;
 }
 

@@ -64,6 +64,9 @@ struct node {
         struct gs_inventory inv;
         struct gs_ledger ledger;
         struct node_observer observer;
+        /* Moves on every change of the ledger or of the inventory's
+         * identity or health (what front-ends advertise depends on both). */
+        uint64_t generation;
 };
 
 /* What a front-end asks for. */
@@ -124,6 +127,23 @@ int node_slice_prepare_locked(struct node *n, const struct node_request *req,
  * 0, -ENOENT when no such slice, or the save's error (the slice is gone
  * from memory either way; the failure is logged). */
 int node_slice_release_locked(struct node *n, const char *id, const char *why);
+
+/* Grow (or shrink) recorded slice `id` in place to `milli` on its GPU
+ * (memory: the default cap for the new share) and record `units`; its
+ * files are rewritten, its id and paths stay. For a pod's slice whose
+ * containers have not started yet (the kubelet hands an init container's
+ * units to the next container of the pod). 0, -ENOENT, -EINVAL (a whole-GPU
+ * slice or share), or -ENOSPC when its GPU has no room (nothing changed). */
+int node_slice_resize_locked(struct node *n, const char *id, uint32_t milli, const char *units,
+                             struct gs_error **err);
+
+/* Put back a slice the node lost but a caller knows is in use (a pod the
+ * kubelet still runs after a node reboot lost the ledger): recorded with
+ * its own id (next_id moves past it), its files written. Placed where it
+ * says even when the GPU is then over-committed (it runs already; logged).
+ * 0, -EEXIST when the id is recorded, -ENODEV for a GPU not in the
+ * inventory, -EINVAL for an invalid slice. */
+int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct gs_error **err);
 
 /* Persist the ledger; a failing directory sync is logged, not an error. */
 int node_save_locked(struct node *n, struct gs_error **err);

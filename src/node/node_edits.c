@@ -29,6 +29,25 @@ static int add_mount(struct node_edits *e, const char *container_path, const cha
                        : 0;
 }
 
+void node_socket_dir(const struct node *n, char *buf, size_t size)
+{
+        const char *slash = strrchr(n->daemon_socket, '/');
+        size_t len = slash ? (size_t)(slash - n->daemon_socket) : 0;
+        snprintf(buf, size, "%.*s", (int)len, n->daemon_socket);
+        if (slash && len == 0)
+                snprintf(buf, size, "/");
+}
+
+void node_container_socket_path(const struct node *n, char *buf, size_t size)
+{
+        const char *slash = strrchr(n->daemon_socket, '/');
+        if (!n->daemon_socket[0])
+                buf[0] = '\0';
+        else
+                snprintf(buf, size, "%s/%s", NODE_CONTAINER_DAEMON_DIR,
+                         slash ? slash + 1 : n->daemon_socket);
+}
+
 int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                                 struct node_edits *ret)
 {
@@ -53,8 +72,10 @@ int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                         node_preload_path(n, path, sizeof(path));
                         r |= add_mount(&e, NODE_CONTAINER_PRELOAD, path, true);
                 }
-                if (n->daemon_socket[0])
-                        r |= add_mount(&e, n->daemon_socket, n->daemon_socket, false);
+                if (n->daemon_socket[0]) {
+                        node_socket_dir(n, path, sizeof(path));
+                        r |= add_mount(&e, NODE_CONTAINER_DAEMON_DIR, path, false);
+                }
         }
         r |= add_env(&e, "GPUSLICE_SLICE", s->id);
         for (unsigned i = 0; n->cdi_kind[0] && i < s->n_gpus; i++)

@@ -18,6 +18,9 @@
 #define NODE_CONTAINER_SLICE_DIR "/run/gpuslice/slice"
 #define NODE_CONTAINER_SHIM "/usr/lib/gpuslice/libgpuslice.so"
 #define NODE_CONTAINER_PRELOAD "/etc/ld.so.preload"
+/* The daemon's socket DIRECTORY is mounted here (never the socket file: a
+ * restarted daemon binds a new inode, which a file mount would miss). */
+#define NODE_CONTAINER_DAEMON_DIR "/run/gpuslice/daemon"
 
 #define NODE_EDITS_MAX_ENVS 6
 #define NODE_EDITS_MAX_MOUNTS 6
@@ -47,9 +50,16 @@ struct node_edits {
  * (NVIDIA_VISIBLE_DEVICES, CUDA_VISIBLE_DEVICES) and GPUSLICE_SLICE; a
  * shim slice also GPUSLICE_CONFIG, its config (read-only) and directory
  * (read-write), the shim and ld.so.preload (read-only, when the node has a
- * shim path) and the daemon's socket (when it has one); CDI names when the
- * node has a CDI kind. 0, or -ENAMETOOLONG. */
+ * shim path) and the directory of the daemon's socket (when it has one) at
+ * NODE_CONTAINER_DAEMON_DIR; CDI names when the node has a CDI kind. 0, or
+ * -ENAMETOOLONG. */
 int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                                 struct node_edits *ret);
+
+/* Where a container finds the daemon's socket ("" when the node has none). */
+void node_container_socket_path(const struct node *n, char *buf, size_t size);
+
+/* The host directory of the daemon's socket ("" when none). */
+void node_socket_dir(const struct node *n, char *buf, size_t size);
 
 #endif /* GS_NODE_EDITS_H */

@@ -60,12 +60,15 @@ static int slice_conf_of(const struct node *n, const struct gs_slice *s,
                                    .policy = s->policy };
         snprintf(c.slice, sizeof(c.slice), "%s", s->id);
         snprintf(c.gpu_uuid, sizeof(c.gpu_uuid), "%s", s->gpus[0].uuid);
-        /* A container sees its slice directory where it is mounted. */
-        if (s->kind == GS_SLICE_KUBE)
+        /* A container sees its slice directory and the daemon's socket
+         * where they are mounted. */
+        if (s->kind == GS_SLICE_KUBE) {
                 snprintf(c.slice_dir, sizeof(c.slice_dir), "%s", NODE_CONTAINER_SLICE_DIR);
-        else
+                node_container_socket_path(n, c.daemon_socket, sizeof(c.daemon_socket));
+        } else {
                 node_slice_dir_path(n, s->id, c.slice_dir, sizeof(c.slice_dir));
-        snprintf(c.daemon_socket, sizeof(c.daemon_socket), "%s", n->daemon_socket);
+                snprintf(c.daemon_socket, sizeof(c.daemon_socket), "%s", n->daemon_socket);
+        }
         int pos = node_gpu_position_locked(n, s->gpus[0].uuid);
         if (pos >= 0)
                 c.context_overhead = n->inv.gpus[pos].context_overhead;

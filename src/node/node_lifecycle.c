@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
@@ -10,6 +11,7 @@
 #include "node.h"
 #include "node_backend.h"
 #include "node_files.h"
+#include "number.h"
 #include "quantity.h"
 
 /* The request as a slice record on the GPUs placement chose. */
@@ -81,6 +83,7 @@ int node_slice_prepare_locked(struct node *n, const struct node_request *req,
                 gs_error_free(e2);
                 return r;
         }
+        n->generation++;
         char mem[32];
         gs_log_info("slice %s created (%s, %s): %" PRIu32 "m, memory %s, on GPU %u (%s)%s%s",
                     rec->id, rec->kind == GS_SLICE_KUBE ? "Kubernetes" : "local", be->name,
@@ -105,12 +108,109 @@ int node_slice_release_locked(struct node *n, const char *id, const char *why)
                 n->observer.slice_removed(n->observer.ctx, s, why);
         node_backend_release(node_backend_of(s), n, s);
         gs_ledger_remove(&n->ledger, idc);
+        n->generation++;
         struct gs_error *err = NULL;
         int r = node_save_locked(n, &err);
         if (r < 0)
                 gs_log_error("%s", gs_error_msg(err));
         gs_error_free(err);
         return r;
+}
+
+int node_slice_resize_locked(struct node *n, const char *id, uint32_t milli, const char *units,
+                             struct gs_error **err)
+{
+        struct gs_slice *s = gs_ledger_find(&n->ledger, id);
+        if (!s)
+                return gs_error_set(err, -ENOENT, "no slice %.64s", id);
+        if (gs_slice_is_whole(s) || milli == 0 || milli >= GS_MILLI_PER_GPU)
+                return gs_error_set(err, -EINVAL, "slice %s: only a share of one GPU is resized",
+                                    s->id);
+        int pos = node_gpu_position_locked(n, s->gpus[0].uuid);
+        if (pos < 0)
+                return gs_error_set(err, -ENODEV, "slice %s: its GPU is not in the inventory",
+                                    s->id);
+        uint64_t cap = gs_default_memory_cap(milli, n->inv.gpus[pos].memory_total);
+        struct gs_gpu_usage usage[GS_MAX_GPUS];
+        node_usage_locked(n, usage);
+        /* Room beside everything else: its own share and memory are free. */
+        uint64_t free_milli = usage[pos].free_milli + s->milli;
+        uint64_t free_mem = usage[pos].free_memory + s->memory_cap;
+        if (milli > free_milli || cap > free_mem) {
+                char mem[32];
+                return gs_error_set(err, -ENOSPC,
+                                    "slice %s cannot grow to %" PRIu32 "m on GPU %u (%s): %" PRIu64
+                                    "m and %s free there counting its own",
+                                    s->id, milli, n->inv.gpus[pos].index, s->gpus[0].uuid,
+                                    free_milli, gs_bytes_human(free_mem, mem, sizeof(mem)));
+        }
+        char *new_units = units ? strdup(units) : NULL;
+        if (units && !new_units)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        struct gs_slice old = *s;
+        s->milli = milli;
+        s->memory_cap = cap;
+        s->units = new_units;
+        int r = node_save_locked(n, err);
+        if (r >= 0)
+                r = node_backend_prepare(node_backend_of(s), n, s, err);
+        if (r < 0) {
+                free(new_units);
+                *s = old;
+                struct gs_error *e2 = NULL;
+                if (node_save_locked(n, &e2) < 0 || node_backend_prepare(node_backend_of(s), n, s,
+                                                                         &e2) < 0)
+                        gs_log_error("slice %s: cannot restore it after a failed resize: %s",
+                                     s->id, gs_error_msg(e2));
+                gs_error_free(e2);
+                return r;
+        }
+        free(old.units);
+        n->generation++;
+        gs_log_info("slice %s resized: %" PRIu32 "m -> %" PRIu32 "m on GPU %u", s->id, old.milli,
+                    milli, s->gpus[0].index);
+        return 0;
+}
+
+int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct gs_error **err)
+{
+        if (gs_ledger_find(&n->ledger, s->id))
+                return gs_error_set(err, -EEXIST, "slice %s is recorded already", s->id);
+        for (unsigned i = 0; i < s->n_gpus; i++)
+                if (node_gpu_position_locked(n, s->gpus[i].uuid) < 0)
+                        return gs_error_set(err, -ENODEV, "slice %s: GPU %s is not in the "
+                                            "inventory", s->id, s->gpus[i].uuid);
+        struct gs_gpu_usage usage[GS_MAX_GPUS];
+        node_usage_locked(n, usage);
+        int pos = node_gpu_position_locked(n, s->gpus[0].uuid);
+        bool whole = gs_slice_is_whole(s);
+        if (whole ? usage[pos].n_slices != 0
+                  : usage[pos].free_milli < s->milli || usage[pos].free_memory < s->memory_cap)
+                gs_log_warn("slice %s is restored on GPU %s although it has no room for it: the "
+                            "GPU is over-committed until a slice there ends", s->id,
+                            s->gpus[0].uuid);
+        int r = gs_ledger_add(&n->ledger, s, err);
+        if (r < 0)
+                return r;
+        /* Its number must never be handed out again. */
+        const char *num = s->id + strcspn(s->id, "0123456789");
+        uint64_t seq;
+        if (gs_u64_parse_str(num, UINT64_MAX / 2, &seq) == 0 && seq >= n->ledger.next_id)
+                n->ledger.next_id = seq + 1;
+        const struct gs_slice *rec = gs_ledger_find(&n->ledger, s->id);
+        if ((r = node_save_locked(n, err)) < 0 ||
+            (r = node_backend_prepare(node_backend_of(rec), n, rec, err)) < 0) {
+                gs_ledger_remove(&n->ledger, s->id);
+                struct gs_error *e2 = NULL;
+                if (node_save_locked(n, &e2) < 0)
+                        gs_log_error("%s", gs_error_msg(e2));
+                gs_error_free(e2);
+                return r;
+        }
+        n->generation++;
+        gs_log_info("slice %s restored (%" PRIu32 "m on GPU %u)", rec->id, rec->milli,
+                    rec->gpus[0].index);
+        return 0;
 }
 
 int node_reconcile_files_locked(struct node *n)

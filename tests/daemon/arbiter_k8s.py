@@ -13,7 +13,11 @@ of /proc/<pid>/root/run/gpuslice/slice, so:
   2. a process with some OTHER directory mounted at /run/gpuslice/slice is
      refused and falls back to local enforcement, the daemon saying why;
   3. so is one whose /run/gpuslice/slice is a symlink to the slice's host
-     directory (a tenant must not name another pod's directory by path)."""
+     directory (a tenant must not name another pod's directory by path);
+  4. a pod's process outlives a daemon restart (kill -9, as a crash or a
+     rolling update of the DaemonSet): pods get the daemon socket's
+     directory mounted, not the socket file, so its shim reaches the new
+     daemon's socket and is granted leases again."""
 import os
 import re
 import subprocess
@@ -26,11 +30,13 @@ SKIP = 77
 
 # The "container": a private mount namespace with the device plugin's
 # mounts. $1: what to put at /run/gpuslice/slice, $2: "bind" or "symlink",
-# $3: the host config; then the command.
+# $3: the host config, $4: the host directory of the daemon's socket; then
+# the command.
 CONTAINER = r'''
 set -e
 mount -t tmpfs gs-run /run
-mkdir -p /run/gpuslice
+mkdir -p /run/gpuslice/daemon
+mount --bind "$4" /run/gpuslice/daemon
 touch /run/gpuslice/slice.conf
 mount --bind "$3" /run/gpuslice/slice.conf
 if [ "$2" = symlink ]; then
@@ -39,7 +45,7 @@ else
     mkdir /run/gpuslice/slice
     mount --bind "$1" /run/gpuslice/slice
 fi
-shift 3
+shift 4
 exec "$@"
 '''
 
@@ -82,6 +88,8 @@ def main():
         slice_id = e["GPUSLICE_SLICE"]
         host_conf = mnt["/run/gpuslice/slice.conf"][0]
         host_dir = mnt["/run/gpuslice/slice"][0]
+        sock_dir, sock_ro = mnt["/run/gpuslice/daemon"]
+        check(not sock_ro and os.path.isdir(sock_dir), "the socket's directory is mounted")
         conf = read_conf(host_conf)
         check(conf["slice_dir"] == "/run/gpuslice/slice" and conf["compute_milli"] == "300",
               "slice config: %s" % conf)
@@ -90,7 +98,7 @@ def main():
         wait_for(lambda: os.path.exists(os.path.join(host_dir, "compute")), 10,
                  "the arbiter's lease page of %s" % slice_id)
 
-        def run(name, source, how, seconds):
+        def start(name, source, how, seconds):
             log = os.path.join(node.tmp, name + ".shim.log")
             env = dict(node.env)
             env.pop("GPUSLICE_ARB_TRACE", None)
@@ -105,9 +113,14 @@ def main():
             })
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
             cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", CONTAINER, "container",
-                   source, how, host_conf,
+                   source, how, host_conf, sock_dir,
                    burn, "--kernel", "1ms", "--duration", "%dms" % int(seconds * 1000)]
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=40)
+            return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                    text=True), log
+
+        def finish(name, proc, log):
+            out, err = proc.communicate(timeout=40)
+            p = subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
             check(p.returncode == 0, "%s: exit %d: %s %s" % (name, p.returncode, p.stdout,
                                                               p.stderr))
             fields = dict(kv.split("=", 1) for kv in p.stdout.split() if "=" in kv)
@@ -115,6 +128,16 @@ def main():
             with open(log) as f:
                 shim_log = f.read()
             return fields, shim_log
+
+        def run(name, source, how, seconds):
+            return finish(name, *start(name, source, how, seconds))
+
+        def read(path):
+            try:
+                with open(path) as f:
+                    return f.read()
+            except OSError:
+                return ""
 
         def daemon_log():
             with open(node.log) as f:
@@ -169,6 +192,25 @@ def main():
                 if "shim pid %d: the process is in no slice" % pid in ln]
         check(line, "the daemon gave no reason for refusing pid %d" % pid)
         print("refused: %s" % line[0].split(": ", 2)[-1])
+
+        # 4. The daemon dies (kill -9) and a new one starts while the pod's
+        #    process runs: its shim reaches the new daemon's socket.
+        proc, log = start("restart", host_dir, "bind", 8.0)
+        wait_for(lambda: "leases from gpusliced" in read(log), 10, "the shim to link")
+        before = len(daemon_log())
+        node.proc.kill()
+        node.proc.wait()
+        node.proc = None
+        if os.path.exists(node.sock):
+            os.unlink(node.sock)  # a killed plugin leaves its socket
+        node.start_plugin()
+        wait_for(lambda: "grants leases again" in read(log), 12,
+                 "the pod's shim to reach the restarted daemon:\n" + read(log))
+        fields, shim_log = finish("restart", proc, log)
+        pid = int(fields["pid"])
+        check("shim pid %d of slice %s connected" % (pid, slice_id) in daemon_log()[before:],
+              "the new daemon did not accept pid %d:\n%s" % (pid, daemon_log()[before:]))
+        print("after kill -9 and a new daemon, pid %d is a member again" % pid)
         ok = True
         print("PASS")
     finally:

@@ -253,7 +253,8 @@ class Node:
                 print("SKIP: simgpu not built")
                 sys.exit(77)
             self.smi_bin = os.environ.get("GS_SIM_SMI") or os.path.join(lib, "simgpu-smi")
-            self.daemon_sock = os.path.join(self.tmp, "gpusliced.sock")
+            # The socket in a directory of its own: pods mount that directory.
+            self.daemon_sock = os.path.join(self.tmp, "run", "gpusliced.sock")
             self.env.update({
                 "SIMGPU_DIR": os.path.join(self.tmp, "simgpu"),
                 "SIMGPU_DEVICES": str(len(self.gpus)),

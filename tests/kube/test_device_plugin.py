@@ -336,7 +336,11 @@ def t_simgpu(node):
     check(envs(r)["NVIDIA_VISIBLE_DEVICES"] == U[1], "the simulated GPU's uuid")
     conf = read_conf(mounts(r)["/run/gpuslice/slice.conf"][0])
     check(int(conf["memory_limit"]) == 8 * GIB, "half of 16 GiB: %s" % conf)
-    check(conf["daemon_socket"] == node.daemon_sock, "slices talk to this daemon: %s" % conf)
+    # Containers reach this daemon through its socket's directory, mounted.
+    check(conf["daemon_socket"] == "/run/gpuslice/daemon/" + os.path.basename(node.daemon_sock),
+          "slices talk to this daemon: %s" % conf)
+    check(mounts(r)["/run/gpuslice/daemon"] == (os.path.dirname(node.daemon_sock), False),
+          "the socket's directory is mounted: %s" % mounts(r))
     node.set_health(1, "lost")
     m = next_list(q)
     devs = {d.ID: d.health for d in m.devices}

@@ -505,11 +505,13 @@ static void reconcile_after_grace(void **state)
         assert_int_equal(dp_reconcile(f->dp, &pod, 1, t0 + 31), 0);
         assert_int_equal(dp_n_allocations(f->dp), 2);
         assert_true(t_exists(conf_a));
-        /* ... a held round in between starts the count again ... */
-        struct dp_pod_devices both = pod;
-        char *both_ids[] = { u0, u450 };
-        both.ids = (struct dp_strv){ .v = both_ids, .n = 2 };
-        assert_int_equal(dp_reconcile(f->dp, &both, 1, t0 + 32), 0);
+        /* ... a held round in between starts the count again (a slice is
+         * held by a container whose units are all within it) ... */
+        char ctr2[] = "c2";
+        char *a_ids[] = { u0 };
+        struct dp_pod_devices both[2] = { pod, { .ns = ns, .pod = name, .container = ctr2,
+                                                 .ids = { .v = a_ids, .n = 1 } } };
+        assert_int_equal(dp_reconcile(f->dp, both, 2, t0 + 32), 0);
         assert_int_equal(dp_reconcile(f->dp, &pod, 1, t0 + 33), 0);
         assert_int_equal(dp_n_allocations(f->dp), 2);
         /* ... the second unheld round in a row frees A, not B. */

@@ -165,8 +165,11 @@ static void kube_shim_slice(void **state)
         assert_non_null(m = t_mount_of(&ed, "/etc/ld.so.preload"));
         assert_string_equal(m->host_path, preload);
         assert_true(m->read_only);
-        assert_non_null(m = t_mount_of(&ed, T_SOCK));
-        assert_string_equal(m->host_path, T_SOCK);
+        /* The socket's directory, never the socket file: a restarted
+         * daemon's new socket must be seen by running containers. */
+        assert_null(t_mount_of(&ed, T_SOCK));
+        assert_non_null(m = t_mount_of(&ed, "/run/gpuslice/daemon"));
+        assert_string_equal(m->host_path, "/run/gpuslice");
         assert_false(m->read_only);
 
         assert_int_equal(ed.n_cdi_devices, 1);
