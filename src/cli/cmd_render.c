@@ -2,10 +2,14 @@
  * Deployment and one Service per API. The GPU share becomes the integer
  * extended resource gpuslice.io/gpu-milli (300m -> 300, 1 -> 1000), set as a
  * limit (the request defaults to it; extended resources cannot be
- * overcommitted). Output is YAML on stdout, every string double-quoted. */
+ * overcommitted). --runtime-class NAME sets each Deployment's pod
+ * runtimeClassName (the NVIDIA runtime gives containers the driver's
+ * libraries; not needed where it is the node's default). Output is YAML on
+ * stdout, every string double-quoted. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -53,7 +57,33 @@ static void metadata(FILE *f, const char *name, const char *ns)
         labels(f, "    ", name);
 }
 
-static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns)
+/* Whether `s` is a DNS-1123 subdomain (what Kubernetes accepts as a
+ * RuntimeClass name): at most 253 characters, dot-separated labels of
+ * [a-z0-9-], each starting and ending with a letter or digit. */
+static bool dns_subdomain_valid(const char *s)
+{
+        size_t len = strnlen(s, 254), label = 0;
+
+        if (len == 0 || len > 253)
+                return false;
+        for (size_t i = 0; i <= len; i++) {
+                char c = s[i];
+                if (c == '.' || c == '\0') {
+                        if (label == 0 || s[i - 1] == '-')
+                                return false;
+                        label = 0;
+                } else if (((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+                            (c == '-' && label > 0)) && label < 63) {
+                        label++;
+                } else {
+                        return false;
+                }
+        }
+        return true;
+}
+
+static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
+                       const char *runtime_class)
 {
         char q[64];
         fputs("---\napiVersion: apps/v1\nkind: Deployment\n", f);
@@ -68,7 +98,13 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns)
                 qstr(f, q);
                 fputc('\n', f);
         }
-        fputs("    spec:\n      containers:\n      - name: ", f);
+        fputs("    spec:\n", f);
+        if (runtime_class) {
+                fputs("      runtimeClassName: ", f);
+                qstr(f, runtime_class);
+                fputc('\n', f);
+        }
+        fputs("      containers:\n      - name: ", f);
         qstr(f, a->name);
         fputs("\n        image: ", f);
         qstr(f, a->image);
@@ -117,8 +153,10 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns)
 
 static void usage(FILE *f)
 {
-        fputs("usage: gpuslice render [--namespace NS] apis.yaml\n"
-              "Print a Deployment and a Service per API, asking for gpuslice.io/gpu-milli.\n",
+        fputs("usage: gpuslice render [--namespace NS] [--runtime-class NAME] apis.yaml\n"
+              "Print a Deployment and a Service per API, asking for gpuslice.io/gpu-milli.\n"
+              "  --runtime-class NAME  the pods' runtimeClassName: use --runtime-class nvidia\n"
+              "                        unless the NVIDIA runtime is the nodes' default\n",
               f);
 }
 
@@ -126,10 +164,11 @@ int cmd_render(int argc, char **argv)
 {
         static const struct option longopts[] = {
                 {"namespace", required_argument, NULL, 'n'},
+                {"runtime-class", required_argument, NULL, 'r'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
         };
-        const char *ns = NULL;
+        const char *ns = NULL, *runtime_class = NULL;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
@@ -141,6 +180,14 @@ int cmd_render(int argc, char **argv)
                                 return CLI_EXIT_USAGE;
                         }
                         ns = optarg;
+                        break;
+                case 'r':
+                        if (!dns_subdomain_valid(optarg)) {
+                                fprintf(stderr, "gpuslice render: --runtime-class: '%s' is not a "
+                                                "RuntimeClass name (a DNS subdomain)\n", optarg);
+                                return CLI_EXIT_USAGE;
+                        }
+                        runtime_class = optarg;
                         break;
                 case 'h':
                         usage(stdout);
@@ -174,7 +221,7 @@ int cmd_render(int argc, char **argv)
                                         "share x GPU memory\n", a->name);
         }
         for (size_t i = 0; i < spec->n_apis; i++)
-                render_api(stdout, &spec->apis[i], ns);
+                render_api(stdout, &spec->apis[i], ns, runtime_class);
         if (fflush(stdout) != 0) {
                 fprintf(stderr, "gpuslice render: cannot write: %s\n", strerror(errno));
                 return CLI_EXIT_FAILURE;

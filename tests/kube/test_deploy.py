@@ -1,44 +1,139 @@
-"""deploy/: the DaemonSet mounts every host path the device plugin hands to
-the kubelet in Allocate answers, and asks for no more privilege than it needs."""
+"""deploy/, a kustomize base: the DaemonSet mounts every host path the device
+plugin hands to the kubelet in Allocate answers (at the host's own paths),
+keeps its state on disk, installs the shim there, runs on labelled nodes
+under the NVIDIA runtime, and asks for no more privilege than it needs.
+Read from the files themselves (no kubectl: kube_manifests renders and
+validates them)."""
 import os
 import sys
 
 import yaml
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "../..")
+DEPLOY = os.path.join(ROOT, "deploy")
+
+STATE = "/var/lib/gpuslice"
+RUN = "/run/gpuslice"
+IMAGE = "gpuslice:0.1.0"
+
+
+def load_all(path):
+    with open(path) as f:
+        return [d for d in yaml.safe_load_all(f) if d is not None]
+
+
+def arg(args, flag):
+    assert flag in args, "%s not in the daemon's args" % flag
+    return args[args.index(flag) + 1]
+
+
+def under(path, d):
+    return path == d or path.startswith(d.rstrip("/") + "/")
+
+
+def check_security(c):
+    sc = c["securityContext"]
+    assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False, c["name"]
+    assert sc["readOnlyRootFilesystem"] is True, c["name"]
+    assert sc["capabilities"]["drop"] == ["ALL"], c["name"]
+    return sc
 
 
 def main():
-    ds = yaml.safe_load(open(os.path.join(ROOT, "deploy/gpusliced-daemonset.yaml")))
-    assert ds["kind"] == "DaemonSet"
+    kust = yaml.safe_load(open(os.path.join(DEPLOY, "kustomization.yaml")))
+    assert kust["kind"] == "Kustomization" and kust["namespace"] == "kube-system"
+    objs = [o for r in kust["resources"] for o in load_all(os.path.join(DEPLOY, r))]
+    assert "example-pod.yaml" not in kust["resources"], "the example is not part of the base"
+    by_kind = {o["kind"]: o for o in objs}
+    assert sorted(by_kind) == ["DaemonSet", "ServiceAccount"], sorted(by_kind)
+    assert "Namespace" not in by_kind, "kube-system is never created or deleted by the base"
+
+    ds = by_kind["DaemonSet"]
     spec = ds["spec"]["template"]["spec"]
-    host = {v["name"]: v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v}
-    c = spec["containers"][0]
-    mounted = {host[m["name"]]: m for m in c["volumeMounts"]}
-    for path in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources",
-                 "/run/gpuslice"):
+    vols = {v["name"]: v["hostPath"] for v in spec["volumes"] if "hostPath" in v}
+    host = {n: hp["path"] for n, hp in vols.items()}
+    c = next(x for x in spec["containers"] if x["name"] == "gpusliced")
+    mounted = {host[m["name"]]: m for m in c["volumeMounts"] if m["name"] in host}
+    for path in ("/var/lib/kubelet/device-plugins", "/var/lib/kubelet/pod-resources", STATE, RUN):
         assert path in mounted, "%s not mounted" % path
         assert mounted[path]["mountPath"] == path, "%s mounted elsewhere" % path
-    # Defaults of the plugin (kube_plugin.h): state dir and shim on the host.
-    for p in ("/run/gpuslice/kube", "/usr/local/lib/gpuslice/libgpuslice.so"):
-        assert any(p.startswith(h + "/") for h in host.values()), "%s not on a hostPath" % p
-    sc = c["securityContext"]
-    assert sc.get("privileged") is False and sc["allowPrivilegeEscalation"] is False
-    assert sc["capabilities"]["drop"] == ["ALL"]
+    for name, hp in vols.items():
+        if hp["path"] in (STATE, RUN):
+            assert hp["type"] == "DirectoryOrCreate", "%s: %s" % (hp["path"], hp["type"])
+    assert not mounted[STATE].get("readOnly") and not mounted[RUN].get("readOnly")
+
+    # The daemon: its state on disk (the ledger survives a node reboot), its
+    # socket alone under /run, the shim in the state directory. Every path
+    # it hands the kubelet is a host path mounted at the same place.
+    assert c["image"] == IMAGE and c["command"] == ["/usr/bin/gpusliced"], c["command"]
+    args = c["args"]
+    assert "--kubelet" in args
+    state = arg(args, "--state-dir")
+    assert state == STATE and not under(state, "/run"), "state dir %s is not on disk" % state
+    sock = arg(args, "--socket")
+    assert os.path.dirname(sock) == RUN, "socket %s is not in %s" % (sock, RUN)
+    shim = arg(args, "--shim")
+    assert shim == STATE + "/lib/libgpuslice.so", shim
+    for p in (state, os.path.dirname(sock), shim):
+        assert any(under(p, h) and mounted[h]["mountPath"] == h for h in mounted), \
+            "%s not on a hostPath mounted at the same path" % p
+
+    # The init container copies the image's shim to the host's state dir.
+    init = spec["initContainers"]
+    assert [i["name"] for i in init] == ["install-shim"], init
+    i = init[0]
+    assert i["image"] == IMAGE
+    cmd = i.get("command", []) + i.get("args", [])
+    assert cmd == ["/usr/bin/gpusliced", "install-shim",
+                   "/host/var/lib/gpuslice/lib/libgpuslice.so"], cmd
+    imounts = {m["mountPath"]: host[m["name"]] for m in i["volumeMounts"]}
+    assert imounts == {"/host" + STATE: STATE}, imounts
+    target = cmd[-1]
+    (mp, hp), = imounts.items()
+    assert under(target, mp) and hp + target[len(mp):] == shim, \
+        "the init container installs %s, the daemon hands out %s" % (hp + target[len(mp):], shim)
+    isc = check_security(i)
+    assert not isc["capabilities"].get("add"), "the init container needs no capability"
+
+    # Nodes: the user's label, not GPU Feature Discovery's; NVML through the
+    # NVIDIA runtime.
+    assert spec["nodeSelector"] == {"gpuslice.io/enabled": "true"}, spec["nodeSelector"]
+    assert spec["runtimeClassName"] == "nvidia"
+    env = {e["name"]: e["value"] for e in c["env"]}
+    assert env["NVIDIA_VISIBLE_DEVICES"] == "all"
+    assert env["NVIDIA_DRIVER_CAPABILITIES"] == "utility", env
+
+    sc = check_security(c)
     # Pods' processes are identified through /proc/<pid>/root (arbiter).
     assert "SYS_PTRACE" in sc["capabilities"]["add"], "SYS_PTRACE not added"
+    assert set(sc["capabilities"]["add"]) <= {"SYS_PTRACE", "KILL"}, sc["capabilities"]["add"]
     assert spec["hostPID"] is True
+    assert not spec.get("hostNetwork") and not spec.get("hostIPC")
     assert spec["automountServiceAccountToken"] is False
-    assert "--kubelet" in c["args"]
-    pod = yaml.safe_load(open(os.path.join(ROOT, "deploy/example-pod.yaml")))
+    sa = by_kind["ServiceAccount"]
+    assert spec["serviceAccountName"] == sa["metadata"]["name"]
+    assert sa["automountServiceAccountToken"] is False
+
+    # The workload example.
+    pod = yaml.safe_load(open(os.path.join(DEPLOY, "example-pod.yaml")))
+    assert pod["spec"]["runtimeClassName"] == "nvidia"
     limits = pod["spec"]["containers"][0]["resources"]["limits"]
-    assert isinstance(limits["gpuslice.io/gpu-milli"], int), "extended resources are integers"
+    assert limits["gpuslice.io/gpu-milli"] == 300, "extended resources are integers"
+
+    # The optional RuntimeClass, outside the base.
+    comp = os.path.join(DEPLOY, "components/nvidia-runtimeclass")
+    ck = yaml.safe_load(open(os.path.join(comp, "kustomization.yaml")))
+    assert ck["kind"] == "Component"
+    rcs = [o for r in ck["resources"] for o in load_all(os.path.join(comp, r))]
+    assert [(o["kind"], o["metadata"]["name"], o["handler"]) for o in rcs] == \
+        [("RuntimeClass", "nvidia", "nvidia")], rcs
+    assert not any(o["kind"] == "RuntimeClass" for o in objs), "no RuntimeClass in the base"
     print("PASS deploy")
 
 
 if __name__ == "__main__":
     try:
         main()
-    except (AssertionError, KeyError) as e:
+    except (AssertionError, KeyError, StopIteration, ValueError) as e:
         print("FAIL:", repr(e))
         sys.exit(1)

@@ -30,7 +30,7 @@ def labels(name):
     return {"app.kubernetes.io/name": name, "app.kubernetes.io/managed-by": "gpuslice"}
 
 
-def expected(ns):
+def expected(ns, runtime_class=None):
     def meta(name):
         m = {"name": name, "labels": labels(name)}
         if ns:
@@ -38,11 +38,14 @@ def expected(ns):
         return m
 
     def deployment(name, replicas, container, gpu):
+        pod = {"containers": [container]}
+        if runtime_class:
+            pod["runtimeClassName"] = runtime_class
         return {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": meta(name),
                 "spec": {"replicas": replicas, "selector": {"matchLabels": labels(name)},
                          "template": {"metadata": {"labels": labels(name),
                                                    "annotations": {"gpuslice.io/gpu": gpu}},
-                                      "spec": {"containers": [container]}}}}
+                                      "spec": pod}}}
 
     def service(name, port):
         return {"apiVersion": "v1", "kind": "Service", "metadata": meta(name),
@@ -72,11 +75,16 @@ def main():
         spec = os.path.join(d, "apis.yaml")
         with open(spec, "w") as f:
             f.write(SPEC)
-        for ns, extra in ((None, []), ("ml", ["--namespace", "ml"])):
+        # --runtime-class sets every Deployment's pod runtimeClassName
+        # (default: none, for nodes whose default runtime is NVIDIA's).
+        for ns, rc, extra in ((None, None, []), ("ml", None, ["--namespace", "ml"]),
+                              (None, "nvidia", ["--runtime-class", "nvidia"]),
+                              ("ml", "nvidia.example.com",
+                               ["--runtime-class", "nvidia.example.com", "--namespace", "ml"])):
             r = run(*extra, spec)
             assert r.returncode == 0, r.stderr
             docs = [x for x in yaml.safe_load_all(r.stdout) if x is not None]
-            want = expected(ns)
+            want = expected(ns, rc)
             for got, exp in zip(docs, want):
                 assert got == exp, "got:\n%s\nwant:\n%s" % (got, exp)
             assert len(docs) == len(want), "%d objects" % len(docs)
@@ -92,6 +100,14 @@ def main():
             f.write("- name: x\n  image: i\n  compute: {gpu: 1500m}\n")
         r = run(bad)
         assert r.returncode != 0 and "1500m" in r.stderr, r.stderr
+        # A runtime class name is a DNS subdomain; anything else is a usage
+        # error, with nothing printed.
+        for name in ("NVIDIA", "nvidia_runtime", "-nvidia", "nvidia-", "a..b", "", "x" * 64):
+            r = run("--runtime-class", name, spec)
+            assert r.returncode == 2 and "--runtime-class" in r.stderr, (name, r.stderr)
+            assert r.stdout == "", "nothing printed for a bad --runtime-class"
+        r = run("--runtime-class", "a" * 63 + "." + "b" * 63, spec)
+        assert r.returncode == 0, r.stderr
         r = run()
         assert r.returncode == 2, "usage error"
     print("PASS render")
