@@ -1,4 +1,5 @@
-# Thin front door over CMake: `make demo`, `make test`, `make bench`.
+# Thin front door over CMake: `make demo`, `make test`, `make bench`,
+# `make image` (the OCI image, $(BUILD)/gpuslice-image.tar, with buildah; no pull).
 # SANITIZE=1 builds and tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 # WERROR=1 turns warnings into errors (CI sets it).
 
@@ -11,7 +12,7 @@ CTEST_ARGS ?=
 CMAKE_FLAGS = -DGS_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF) \
               -DGS_SANITIZE=$(if $(filter 1,$(SANITIZE)),ON,OFF)
 
-.PHONY: all deps build test demo bench clean fuzz
+.PHONY: all deps build test demo bench clean fuzz image
 
 all: build
 
@@ -33,6 +34,11 @@ demo: build
 
 bench: build
 	@scripts/bench $(BUILD)
+
+# FROM scratch: the build's binaries, the shim and the libraries they link
+# (docs/kubernetes.md, Building the image). Needs root (buildah's storage).
+image: build
+	@scripts/build-image $(BUILD)
 
 # libFuzzer builds of every parser (clang).
 fuzz: deps

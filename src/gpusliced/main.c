@@ -19,6 +19,7 @@
 #include "kube_plugin.h"
 #include "arbiter_server.h"
 #include "compute_policy.h"
+#include "install_shim.h"
 #include "log.h"
 #include "log_stderr.h"
 #include "number.h"
@@ -310,6 +311,10 @@ static int setup_loop(struct daemon *d)
 
 int main(int argc, char **argv)
 {
+        if (argc > 1 && strcmp(argv[1], "install-shim") == 0)
+                return install_shim_main(argc - 1, argv + 1);
+        if (argc > 1 && strcmp(argv[1], "--version") == 0)
+                return puts("gpusliced 0.1.0") == EOF;
         static struct daemon d;
         d.listen.fd = d.sig.fd = -1;
         d.loop.epfd = -1;
