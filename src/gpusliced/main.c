@@ -34,7 +34,8 @@ static const char usage_text[] =
         "The gpuslice node daemon: GPU inventory, the slice ledger, placement and the\n"
         "local API used by `gpuslice run`, `up` and `ls`.\n\n"
         "  --state-dir DIR     ledger and slice configs (default: /run/gpuslice as root,\n"
-        "                      else $XDG_RUNTIME_DIR/gpuslice or /tmp/gpuslice-UID)\n"
+        "                      else $XDG_RUNTIME_DIR/gpuslice or /tmp/gpuslice-UID;\n"
+        "                      with --kubelet as root: " KUBE_STATE_DIR_DURABLE ")\n"
         "  --socket PATH       local API socket (default: STATE_DEFAULT/gpusliced.sock)\n"
         "  --policy P          placement: binpack (best fit, default) or spread\n"
         "  --sim               use simgpu, the simulated driver, instead of NVIDIA's\n"
@@ -90,6 +91,17 @@ static int make_dirs(const char *path, mode_t mode)
         return 0;
 }
 
+/* Whether the directory of `socket` is `state` or one of its ancestors
+ * (mounting it into pods would show them every slice's files). */
+static bool socket_dir_holds(const char *socket, const char *state)
+{
+        const char *slash = strrchr(socket, '/');
+        size_t len = slash ? (size_t)(slash - socket) : 0;
+        if (len == 0)
+                return true; /* "/" or a relative name: refuse */
+        return strncmp(state, socket, len) == 0 && (state[len] == '\0' || state[len] == '/');
+}
+
 static int parse_args(struct daemon *d, int argc, char **argv)
 {
         static const struct option opts[] = {
@@ -110,7 +122,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
-        bool have_socket = false;
+        bool have_socket = false, have_state = false;
         char dir[DAEMON_DIR_MAX];
         if (gs_local_default_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), dir, sizeof(dir)) < 0)
                 return -ENAMETOOLONG;
@@ -123,6 +135,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         if (snprintf(d->state_dir, sizeof(d->state_dir), "%s", optarg) >=
                             (int)sizeof(d->state_dir))
                                 return fprintf(stderr, "gpusliced: --state-dir too long\n"), -EINVAL;
+                        have_state = true;
                         break;
                 case 'S':
                         if (snprintf(d->socket_path, sizeof(d->socket_path), "%s", optarg) >=
@@ -193,6 +206,18 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         if (!have_socket)
                 snprintf(d->socket_path, sizeof(d->socket_path), "%s/%s", d->state_dir,
                          GS_LOCAL_SOCKET_NAME);
+        /* A node's pods outlive the daemon and /run (a reboot): their
+         * slices' state is kept on disk; the socket stays under /run. */
+        if (d->kube.enabled && !have_state && geteuid() == 0)
+                snprintf(d->state_dir, sizeof(d->state_dir), "%s", KUBE_STATE_DIR_DURABLE);
+        if (d->kube.enabled && socket_dir_holds(d->socket_path, d->state_dir))
+                return fprintf(stderr,
+                               "gpusliced: --kubelet: pods mount the directory of the socket %s, "
+                               "which holds the state directory %s; put the socket in a "
+                               "directory of its own (e.g. --socket /run/gpuslice/%s with "
+                               "--state-dir " KUBE_STATE_DIR_DURABLE ")\n",
+                               d->socket_path, d->state_dir, GS_LOCAL_SOCKET_NAME),
+                       -EINVAL;
         if (!d->kube.enabled && (d->kube.plugin_dir || d->kube.pod_resources_socket ||
                                  d->kube.cdi_kind || d->kube.shim_path ||
                                  d->kube.release_grace_s >= 0 || d->kube.pod_poll_ms ||

@@ -43,6 +43,12 @@ static struct dp_seen *seen_find(struct dp *d, const char *slice, bool add)
         return x;
 }
 
+bool dp_seen_listed(struct dp *d, const char *id)
+{
+        struct dp_seen *x = seen_find(d, id, false);
+        return x && x->listed;
+}
+
 void dp_release_locked(struct dp *d, const char *slice, const char *why)
 {
         char id[GS_SLICE_ID_MAX + 1];
@@ -330,17 +336,31 @@ static int prefer_one(struct dp *d, const struct dp_pref_request *q, struct dp_s
                 return -ENOMEM;
         for (size_t i = 0; i < q->must_include.n; i++)
                 out->v[out->n++] = strdup(q->must_include.v[i]);
-        /* The chosen GPU(s) first; if that falls short, any available id
-         * (the kubelet fills a short answer itself anyway). */
-        for (int pass = fits ? 0 : 1; pass < 2 && out->n < size; pass++)
-                for (size_t i = 0; i < q->available.n && out->n < size; i++) {
-                        const char *id = q->available.v[i];
-                        if (gs_unit_id_parse(id, &g, &u) < 0 || gs_unit_set_has(taken, g, u) ||
-                            (pass == 0 && !pick[g]))
+        /* The chosen GPU(s) first, lowest unit numbers first (few ranges in
+         * the ledger); if that falls short, any available id (the kubelet
+         * fills a short answer itself anyway). */
+        _cleanup_free_ struct gs_unit_set *avail_set = calloc(1, sizeof(*avail_set));
+        if (!avail_set)
+                return -ENOMEM;
+        for (size_t i = 0; i < q->available.n; i++)
+                if (gs_unit_id_parse(q->available.v[i], &g, &u) == 0)
+                        gs_unit_set_add(avail_set, g, u);
+        for (unsigned pg = 0; fits && pg < DP_MAX_GPUS && out->n < size; pg++)
+                for (unsigned pu = 0; pick[pg] && pu < DP_UNITS_PER_GPU && out->n < size; pu++) {
+                        if (!gs_unit_set_has(avail_set, pg, pu) || gs_unit_set_has(taken, pg, pu))
                                 continue;
-                        gs_unit_set_add(taken, g, u);
+                        char id[GS_UNIT_ID_MAX];
+                        gs_unit_id_format(pg, pu, id, sizeof(id));
+                        gs_unit_set_add(taken, pg, pu);
                         out->v[out->n++] = strdup(id);
                 }
+        for (size_t i = 0; i < q->available.n && out->n < size; i++) {
+                const char *id = q->available.v[i];
+                if (gs_unit_id_parse(id, &g, &u) < 0 || gs_unit_set_has(taken, g, u))
+                        continue;
+                gs_unit_set_add(taken, g, u);
+                out->v[out->n++] = strdup(id);
+        }
         for (size_t i = 0; i < out->n; i++)
                 if (!out->v[i])
                         return -ENOMEM;
@@ -372,6 +392,9 @@ int dp_handle_preferred(struct dp *d, const uint8_t *req, size_t len, uint8_t **
         dp_pref_request_array_free(reqs, n);
         return r;
 }
+
+#define CHECKPOINT_HOLDER "the kubelet's checkpoint"
+#define NUDGE_S 60
 
 /* Which slice each container runs in: the slice whose units hold all of
  * the container's (the same units, or a share of an init container's
@@ -423,7 +446,7 @@ static struct holders *holders_new(const struct dp_pod_devices *pods, size_t n_p
         for (size_t i = 0; cp && i < cp->n_entries; i++) {
                 sets[h->n] = *cp->entries[i].units;
                 h->c[h->n].units = &sets[h->n];
-                h->c[h->n++].who = "the kubelet's checkpoint";
+                h->c[h->n++].who = CHECKPOINT_HOLDER;
         }
         return h;
 }
@@ -453,6 +476,7 @@ int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods,
                 goto out;
         }
         node_lock(d->node);
+        bool nudge = false;
         struct gs_ledger *l = &d->node->ledger;
         for (size_t k = l->n_slices; k-- > 0;) {
                 const struct gs_slice *s = &l->slices[k];
@@ -461,11 +485,21 @@ int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods,
                         continue;
                 struct dp_seen *x = seen_find(d, s->id, true);
                 if (held_by(h, units, &holder)) {
+                        bool cp_only = strcmp(holder, CHECKPOINT_HOLDER) == 0;
                         if (x) {
                                 x->unheld = 0;
-                                if (strcmp(holder, "the kubelet's checkpoint") != 0 ||
-                                    !x->holder[0])
+                                x->listed |= !cp_only;
+                                if (!cp_only || !x->holder[0])
                                         snprintf(x->holder, sizeof(x->holder), "%s", holder);
+                        }
+                        /* Held by the checkpoint alone: an init container's
+                         * slice, or a pod the kubelet forgot but has not
+                         * written out yet (it writes on every allocation and
+                         * every ListAndWatch message): send it one, at most
+                         * once a minute per slice. */
+                        if (cp_only && x && now - x->nudged >= NUDGE_S) {
+                                x->nudged = now;
+                                nudge = true;
                         }
                         continue;
                 }
@@ -476,6 +510,8 @@ int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods,
                 dp_release_locked(d, s->id, "no container holds it any more");
                 released++;
         }
+        if (nudge)
+                d->generation++; /* the same list again */
         node_unlock(d->node);
 out:
         holders_free(h);

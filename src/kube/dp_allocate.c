@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "log.h"
 #include "macro.h"
@@ -104,13 +105,16 @@ static int parse_ids(const struct dp *d, const struct dp_strv *ids, struct gs_un
  * means. It gives out units a container still holds only to reuse them
  * within that container's pod (an init container's units for the next
  * container: devicesToAllocate's reusableDevices, pkg/kubelet/cm/
- * devicemanager/manager.go); otherwise their pod is gone. The checkpoint
- * tells the two apart: it lists the units of every container the kubelet
- * holds. So a slice whose units are all in the checkpoint is reused (the
- * request within it: that slice; the request a superset: the slice grows,
- * no container of the pod has started yet), and any other overlapped slice
- * is over. Without a checkpoint every overlapped slice is over. Sets
- * *ret_reuse to the slice to answer with, "" for a new one. */
+ * devicemanager/manager.go), during the pod's admission; otherwise their
+ * pod is gone. A slice is taken as an init container's being handed on when
+ * the kubelet's checkpoint still lists all its units (written after every
+ * Allocate), it was made within DP_REUSE_WINDOW_S, and PodResources never
+ * listed a container of it (it never lists plain init containers; it did
+ * list a gone pod's app container, whose units the checkpoint may still
+ * show until the kubelet next writes it). Then the request within it gets
+ * that slice; a superset grows it (no container of the pod has started
+ * yet). Any other overlapped slice is over. Sets *ret_reuse to the slice to
+ * answer with, "" for a new one. */
 static int settle_overlaps(struct dp *d, const struct gs_unit_set *req, const char *req_text,
                            char ret_reuse[GS_SLICE_ID_MAX + 1], struct gs_error **err)
 {
@@ -129,7 +133,10 @@ static int settle_overlaps(struct dp *d, const struct gs_unit_set *req, const ch
                 if (s->kind != GS_SLICE_KUBE || dp_slice_units(s, other) < 0 ||
                     !gs_unit_set_intersects(other, req))
                         continue;
-                if (!have_cp || !gs_unit_set_is_subset(other, cp.all)) {
+                bool handed_on = have_cp && gs_unit_set_is_subset(other, cp.all) &&
+                                 (int64_t)time(NULL) - s->created < DP_REUSE_WINDOW_S &&
+                                 !dp_seen_listed(d, s->id);
+                if (!handed_on) {
                         dp_release_locked(d, s->id, "the kubelet gave its units to a new container");
                         continue;
                 }

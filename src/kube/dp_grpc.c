@@ -60,6 +60,7 @@ struct dp_server {
         void *ctx;
         struct call *streams;
         atomic_uint n_streams;
+        atomic_uint n_streams_opened;
         struct tag t_shutdown;
 };
 
@@ -242,6 +243,7 @@ static void handle_request(struct call *c)
                 c->next = srv->streams;
                 srv->streams = c;
                 atomic_fetch_add(&srv->n_streams, 1);
+                atomic_fetch_add(&srv->n_streams_opened, 1);
                 grpc_op op;
                 memset(&op, 0, sizeof(op));
                 op.op = GRPC_OP_SEND_INITIAL_METADATA;
@@ -451,6 +453,11 @@ int dp_server_start(const char *socket_path, const struct dp_method *methods, si
 unsigned dp_server_streams(struct dp_server *s)
 {
         return s ? atomic_load(&s->n_streams) : 0;
+}
+
+unsigned dp_server_streams_opened(struct dp_server *s)
+{
+        return s ? atomic_load(&s->n_streams_opened) : 0;
 }
 
 struct dp_server *dp_server_stop(struct dp_server *s)

@@ -46,8 +46,9 @@ int dp_server_start(const char *socket_path, const struct dp_method *methods, si
                     const struct dp_stream_method *stream, void *ctx, struct dp_server **ret,
                     struct gs_error **err);
 
-/* Number of ListAndWatch streams open right now (for logs and tests). */
+/* Number of ListAndWatch streams open right now, and opened ever. */
 unsigned dp_server_streams(struct dp_server *s);
+unsigned dp_server_streams_opened(struct dp_server *s);
 
 /* Cancel every call, stop the thread, close and unlink the socket, free.
  * NULL-safe; returns NULL. */

@@ -14,7 +14,18 @@ struct dp_seen {
         char slice[GS_SLICE_ID_MAX + 1];
         int unheld;         /* reconciliations in a row nobody held it */
         char holder[256];   /* "ns/pod/container" once PodResources says */
+        int64_t nudged;     /* when a held-by-the-checkpoint-only slice last made the
+                             * kubelet rewrite its checkpoint (unix seconds) */
+        bool listed;        /* PodResources has listed a container of it */
 };
+
+/* An init container's units are handed on during its pod's admission, in
+ * the seconds after its own Allocate. */
+#define DP_REUSE_WINDOW_S 120
+
+/* Whether PodResources has ever listed a container holding slice `id`
+ * (since this process started). */
+bool dp_seen_listed(struct dp *d, const char *id);
 
 struct dp {
         struct node *node;

@@ -198,23 +198,21 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
                 return r;
         }
         bool registered = false;
-        bool streamed = false;      /* the kubelet opened ListAndWatch since registering */
+        unsigned opened_at_register = 0; /* streams opened before the last Register */
         int64_t no_stream_since = 0;
         int64_t next_register = 0, next_health = now_ms() + o->health_poll_ms,
                 next_pods = now_ms() + o->pod_poll_ms;
         for (;;) {
                 if (!registered && now_ms() >= next_register) {
+                        opened_at_register = dp_server_streams_opened(srv);
                         registered = do_register(o, kubelet) >= 0;
                         next_register = now_ms() + REGISTER_RETRY_MS;
-                        streamed = false;
                 }
                 /* The kubelet's stream ended while kubelet.sock stays: it no
                  * longer hears from us (and drops the resource after its
                  * grace period) until we register again. */
-                unsigned streams = dp_server_streams(srv);
-                if (registered && streams)
-                        streamed = true;
-                if (registered && streamed && !streams) {
+                bool streamed = dp_server_streams_opened(srv) != opened_at_register;
+                if (registered && streamed && !dp_server_streams(srv)) {
                         if (!no_stream_since)
                                 no_stream_since = now_ms();
                         if (now_ms() - no_stream_since >= STREAM_LOST_MS) {

@@ -193,7 +193,9 @@ int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct g
         if (r < 0)
                 return r;
         /* Its number must never be handed out again. */
-        const char *num = s->id + strcspn(s->id, "0123456789");
+        const char *num = s->id + strlen(s->id);
+        while (num > s->id && num[-1] >= '0' && num[-1] <= '9')
+                num--; /* the number ending "s<n>" or "k8s-<n>" */
         uint64_t seq;
         if (gs_u64_parse_str(num, UINT64_MAX / 2, &seq) == 0 && seq >= n->ledger.next_id)
                 n->ledger.next_id = seq + 1;

@@ -57,6 +57,7 @@ class Kubelet:
         self.dir = plugin_dir
         self.registrations = queue.Queue()
         self.server = None
+        self.on_register = None  # called inside Register, before it answers
 
     def start(self):
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
@@ -81,6 +82,8 @@ class Kubelet:
             ctx.abort(grpc.StatusCode.UNAVAILABLE, "dial back failed: %s" % e)
         finally:
             ch.close()
+        if self.on_register:
+            self.on_register()
         self.registrations.put((req, opts))
         return dp.Empty()
 

@@ -1,0 +1,237 @@
+"""The device plugin under the kubelet's real behaviour (device_manager.py):
+init containers, kubelet restarts, node reboots, daemon restarts, local
+slices, a lost ListAndWatch stream. One scenario per ctest:
+python3 test_kubelet.py NAME. Needs gpusliced on simgpu (GS_KUBE_DAEMON)."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+
+from device_manager import DeviceManager, Pod, answer_envs, answer_mounts
+from kubelet_sim import GIB, Node, PodResources, check, fail, read_conf, wait_for
+
+FAST = ["--pod-poll-ms", "100", "--release-grace", "1"]
+
+
+def ledger_kube(node):
+    """Kubernetes slices of the ledger on disk: id -> fields."""
+    out = {}
+    path = os.path.join(node.state_dir, "ledger")
+    if not os.path.exists(path):
+        return out
+    for line in open(path):
+        if line.startswith("slice ") and " kind=k8s" in line:
+            f = dict(t.split("=", 1) for t in line.split()[1:])
+            out[f["id"]] = f
+    return out
+
+
+def polls(node, n=6):
+    calls = node.pods.calls
+    wait_for(lambda: node.pods.calls >= calls + n, 15, "%d PodResources polls" % n)
+
+
+def start(node, dm):
+    node.pods = PodResources(node.pr_sock)
+    node.start_plugin()
+    dm.connect()
+
+
+def t_init_same(node, dm):
+    """An init container and the app container after it, same size: the
+    kubelet hands the init container's units to the app container. Both get
+    the one slice; nothing is freed before the init container runs, and
+    the slice stays while only the app container is listed."""
+    start(node, dm)
+    out = dm.admit(Pod("pod-a", init=[("setup", 300)], app=[("serve", 300)]))
+    ids_i, ans_i = out["setup"]
+    ids_a, ans_a = out["serve"]
+    check(set(ids_i) == set(ids_a), "the kubelet reused the init container's units")
+    s_i, s_a = answer_envs(ans_i)["GPUSLICE_SLICE"], answer_envs(ans_a)["GPUSLICE_SLICE"]
+    check(s_i == s_a, "one slice for both containers: %s, %s" % (s_i, s_a))
+    conf = answer_mounts(ans_i)["/run/gpuslice/slice.conf"][0]
+    check(os.path.isfile(conf), "the init container's config is still there: %s" % conf)
+    polls(node)
+    time.sleep(1.2)  # past the grace period
+    polls(node)
+    check(os.path.isfile(conf) and list(ledger_kube(node)) == [s_i], "kept while the pod runs")
+    dm.remove("pod-a")
+    wait_for(lambda: not ledger_kube(node), 10, "the pod's slice to be freed once it is gone")
+    check(not os.path.exists(conf), "its config removed")
+
+
+def t_init_bigger(node, dm):
+    """The init container asks for more than the app container: the pod's
+    effective request is the init container's; the app container shares
+    its slice."""
+    start(node, dm)
+    out = dm.admit(Pod("pod-b", init=[("warmup", 500)], app=[("serve", 300)]))
+    s_i = answer_envs(out["warmup"][1])["GPUSLICE_SLICE"]
+    s_a = answer_envs(out["serve"][1])["GPUSLICE_SLICE"]
+    check(s_i == s_a, "the app container shares the init container's slice")
+    ks = ledger_kube(node)
+    check(list(ks) == [s_i] and ks[s_i]["milli"] == "500", "one 500m slice: %s" % ks)
+    polls(node)
+    time.sleep(1.2)
+    polls(node)
+    check(list(ledger_kube(node)) == [s_i], "kept: the app container holds units of it")
+
+
+def t_init_smaller(node, dm):
+    """The app container asks for more than the init container before it:
+    the kubelet reuses the init container's units and adds more; the pod's
+    slice grows in place (same id, same config path) before anything runs."""
+    start(node, dm)
+    out = dm.admit(Pod("pod-c", init=[("setup", 300)], app=[("serve", 500)]))
+    s_i = answer_envs(out["setup"][1])["GPUSLICE_SLICE"]
+    s_a = answer_envs(out["serve"][1])["GPUSLICE_SLICE"]
+    check(s_i == s_a, "grown, not replaced: %s, %s" % (s_i, s_a))
+    conf = answer_mounts(out["setup"][1])["/run/gpuslice/slice.conf"][0]
+    check(read_conf(conf)["compute_milli"] == "500", "the config says 500m: %s" % read_conf(conf))
+    check(ledger_kube(node)[s_i]["milli"] == "500", "the ledger says 500m")
+    # A sidecar (restartable init container) keeps its own units.
+    out = dm.admit(Pod("pod-d", init=[("proxy", 100, True)], app=[("serve", 200)]))
+    s_p = answer_envs(out["proxy"][1])["GPUSLICE_SLICE"]
+    s_s = answer_envs(out["serve"][1])["GPUSLICE_SLICE"]
+    check(s_p != s_s, "a sidecar and the app container: two slices")
+
+
+def t_kubelet_restart(node, dm):
+    """After a kubelet restart PodResources lists none of the running pods
+    until the kubelet's sources are ready; the checkpoint still lists them,
+    so no slice is freed. Once the pod is gone for real, it is."""
+    start(node, dm)
+    dm.admit(Pod("pod-e", app=[("serve", 300)]))
+    dm.admit(Pod("pod-f", init=[("setup", 200)], app=[("serve", 200)]))
+    before = ledger_kube(node)
+    check(len(before) == 2, "two pod slices: %s" % before)
+    polls(node)  # the pods run: PodResources has listed them
+    dm.restart(listed=())
+    node.kubelet.wait_registration()
+    dm.connect()
+    polls(node)
+    time.sleep(1.5)
+    polls(node, 10)
+    check(ledger_kube(node).keys() == before.keys(), "nothing freed on an incomplete List")
+    dm.sources_ready()
+    dm.remove("pod-e")
+    dm.admit(Pod("pod-g", app=[("serve", 100)]))  # the kubelet writes its checkpoint again
+    wait_for(lambda: len(ledger_kube(node)) == 2 and
+             any(v["milli"] == "100" for v in ledger_kube(node).values()), 10,
+             "pod-e's slice freed, pod-f's and pod-g's kept: %s" % ledger_kube(node))
+
+
+def reboot(node, dm, lose_state):
+    """Power off: every process dies, /run is empty again; the kubelet's
+    checkpoint (and, unless lose_state, the daemon's state on disk) stays."""
+    dm.client.close()
+    dm.client = None
+    node.proc.kill()
+    node.proc.wait()
+    node.proc = None
+    node.kubelet.stop()
+    shutil.rmtree(os.path.dirname(node.daemon_sock), ignore_errors=True)
+    for f in os.listdir(node.plugin_dir):
+        p = os.path.join(node.plugin_dir, f)
+        if not f.startswith("kubelet_internal_checkpoint"):
+            os.unlink(p)
+    if lose_state:
+        shutil.rmtree(node.state_dir)
+    subprocess.run([node.smi_bin, "--reset"], env=node.env, capture_output=True)
+
+
+def t_reboot(node, dm):
+    """After a node reboot the kubelet re-admits its running pods from its
+    checkpoint without calling Allocate, with the mounts it cached. Every
+    such pod must have its slice, files and ledger entry back before the
+    plugin registers; new slices never reuse an old id."""
+    start(node, dm)
+    out = dm.admit(Pod("pod-h", init=[("setup", 300)], app=[("serve", 300)]))
+    dm.admit(Pod("pod-i", app=[("serve", 1000)]))
+    ans = out["serve"][1]
+    sid = answer_envs(ans)["GPUSLICE_SLICE"]
+    cached = answer_mounts(ans)
+    for lose in (False, True):
+        reboot(node, dm, lose_state=lose)
+        seen = {}
+
+        def at_register():
+            seen["ledger"] = ledger_kube(node)
+            seen["files"] = all(os.path.exists(h) for c, (h, _) in cached.items()
+                                if c != "/usr/lib/gpuslice/libgpuslice.so")
+        node.kubelet.on_register = at_register
+        node.kubelet.start()
+        node.start_plugin()
+        check(sid in seen["ledger"] and seen["ledger"][sid]["milli"] == "300",
+              "lose_state=%s: slice %s back before registering: %s" % (lose, sid, seen))
+        check(any(v["milli"] == "1000" for v in seen["ledger"].values()),
+              "the whole-GPU pod's slice too: %s" % seen["ledger"])
+        check(seen["files"], "lose_state=%s: every cached mount's host path exists" % lose)
+        dm.connect()
+        new = dm.admit(Pod("pod-new-%d" % lose, app=[("serve", 100)]))
+        nid = answer_envs(new["serve"][1])["GPUSLICE_SLICE"]
+        check(nid not in (sid,) and nid not in seen["ledger"], "a new id: %s" % nid)
+        dm.remove("pod-new-%d" % lose)
+
+
+def t_local_advertised(node, dm):
+    """Units that local `gpuslice run` slices hold are not advertised as
+    available: the kubelet's allocatable drops by them."""
+    start(node, dm)
+    check(len(dm.healthy) == 1000, "1000 healthy units at first: %d" % len(dm.healthy))
+    local = subprocess.Popen([os.path.join(os.environ["GS_BUILD_DIR"], "src/cli/gpuslice"), "run",
+                              "--sim", "--gpu", "600m", "--", "sleep", "30"], env=node.env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for(lambda: len(dm.healthy) == 400, 15,
+                 "the advertised list to drop to 400 healthy units")
+        out = dm.admit(Pod("pod-j", app=[("serve", 300)]))
+        check(len(out["serve"][0]) == 300, "a pod fits beside the local slice")
+    finally:
+        local.terminate()
+        local.wait(timeout=10)
+    wait_for(lambda: len(dm.healthy) == 1000, 15,
+             "all 1000 units again once the local slice is gone")
+
+
+def t_stream_end(node, dm):
+    """The kubelet's ListAndWatch stream ends while kubelet.sock stays: the
+    plugin registers again (else the resource disappears after 5 minutes)."""
+    start(node, dm)
+    dm.client.close()
+    dm.client = None
+    req, _ = node.kubelet.wait_registration(timeout=10)
+    check(req.resource_name == "gpuslice.io/gpu-milli", "registered again")
+
+
+SCENARIOS = {
+    "init_same": (t_init_same, ((("GPU-sim-0", 16 * GIB),), FAST)),
+    "init_bigger": (t_init_bigger, ((("GPU-sim-0", 16 * GIB),), FAST)),
+    "init_smaller": (t_init_smaller, ((("GPU-sim-0", 16 * GIB),), FAST)),
+    "kubelet_restart": (t_kubelet_restart, ((("GPU-sim-0", 16 * GIB),), FAST)),
+    "reboot": (t_reboot, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), [])),
+    "local_advertised": (t_local_advertised, ((("GPU-sim-0", 16 * GIB),), [])),
+    "stream_end": (t_stream_end, ((("GPU-sim-0", 16 * GIB),), [])),
+}
+
+
+def main():
+    if not os.environ.get("GS_KUBE_DAEMON"):
+        print("SKIP: needs gpusliced (GS_KUBE_DAEMON)")
+        sys.exit(77)
+    fn, (gpus, args) = SCENARIOS[sys.argv[1]]
+    node = Node(gpus=gpus, extra_args=args)
+    node.kubelet.start()
+    ok = False
+    try:
+        fn(node, DeviceManager(node))
+        ok = True
+        print("PASS", sys.argv[1])
+    finally:
+        node.close(ok)
+
+
+if __name__ == "__main__":
+    main()
