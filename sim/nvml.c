@@ -254,6 +254,25 @@ EXPORT nvmlReturn_t nvmlDeviceGetUUID(nvmlDevice_t d, char *uuid, unsigned int l
         return i < 0 ? r : copy_str(uuid, len, att.st->dev[i].uuid);
 }
 
+/* Simulated GPU i sits at PCI 0000:(0x10 + i):00.0. */
+EXPORT nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t d, nvmlPciInfo_t *pci)
+{
+        nvmlReturn_t r = NVML_SUCCESS;
+        int i = dev_of(d, &r);
+        if (i < 0)
+                return r;
+        if (!pci)
+                return NVML_ERROR_INVALID_ARGUMENT;
+        memset(pci, 0, sizeof(*pci));
+        pci->domain = 0;
+        pci->bus = 0x10u + (unsigned)i;
+        pci->device = 0;
+        pci->pciDeviceId = 0x233510DEu; /* an H100's id, vendor NVIDIA */
+        snprintf(pci->busIdLegacy, sizeof(pci->busIdLegacy), "0000:%02X:00.0", pci->bus & 0xffu);
+        snprintf(pci->busId, sizeof(pci->busId), "00000000:%02X:00.0", pci->bus & 0xffu);
+        return NVML_SUCCESS;
+}
+
 static void mem_of(int i, unsigned long long *total, unsigned long long *used)
 {
         struct sim_state *st = att.st;

@@ -105,6 +105,18 @@ typedef struct nvmlProcessInfo_st {
         unsigned int computeInstanceId;
 } nvmlProcessInfo_t;
 
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE 32
+#define NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE 16
+typedef struct nvmlPciInfo_st {
+        char busIdLegacy[NVML_DEVICE_PCI_BUS_ID_BUFFER_V2_SIZE];
+        unsigned int domain;
+        unsigned int bus;
+        unsigned int device;
+        unsigned int pciDeviceId;
+        unsigned int pciSubSystemId;
+        char busId[NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE]; /* "00000000:3B:00.0" */
+} nvmlPciInfo_t;
+
 typedef struct nvmlProcessUtilizationSample_st {
         unsigned int pid;
         unsigned long long timeStamp; /* CPU timestamp in microseconds */
@@ -147,6 +159,7 @@ nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t device,
                                              unsigned int *processSamplesCount,
                                              unsigned long long lastSeenTimeStamp);
 nvmlReturn_t nvmlDeviceGetMinorNumber(nvmlDevice_t device, unsigned int *minorNumber);
+nvmlReturn_t nvmlDeviceGetPciInfo_v3(nvmlDevice_t device, nvmlPciInfo_t *pci);
 
 #ifndef NVML_NO_UNVERSIONED_FUNC_DEFS
 #define nvmlInit nvmlInit_v2

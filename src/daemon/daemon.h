@@ -71,6 +71,7 @@ struct daemon {
         struct arbsrv *arb;                    /* arbiter_server.c; NULL until started */
         bool sim;
         char sim_dir[GS_PATH_MAX];
+        const char *sysfs;                     /* --sysfs; NULL: /sys */
         struct nvml *nvml;                     /* under the node's lock */
         struct node_loop loop;
         struct node_watch listen;

@@ -54,6 +54,7 @@ static const char usage_text[] =
         "  --release-grace S   never free a pod's slice younger than S seconds (60)\n"
         "  --pod-poll-ms MS    PodResources period (10000)\n"
         "  --health-poll-ms MS GPU health refresh period (2000)\n"
+        "  --sysfs DIR         where PCI devices' NUMA nodes are read (/sys)\n"
         "  -h, --help          this text\n";
 
 static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
@@ -119,6 +120,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "release-grace", required_argument, NULL, 'g' },
                 { "pod-poll-ms", required_argument, NULL, 'r' },
                 { "health-poll-ms", required_argument, NULL, 'e' },
+                { "sysfs", required_argument, NULL, 'y' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -152,6 +154,9 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         break;
                 case 'm':
                         d->sim = true;
+                        break;
+                case 'y':
+                        d->sysfs = optarg;
                         break;
                 case 'K':
                         d->kube.enabled = true;
@@ -275,6 +280,8 @@ static int open_inventory(struct daemon *d)
         struct gs_error *err = NULL;
         static struct gs_inventory inv;
         int r = nvml_open(sim_dir, &d->nvml, &err);
+        if (r == 0 && d->sysfs)
+                nvml_set_sysfs_root(d->nvml, d->sysfs);
         if (r == 0)
                 r = nvml_read_inventory(d->nvml, &inv, &err);
         if (r < 0) {

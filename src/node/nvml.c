@@ -33,6 +33,8 @@ struct nvml {
         __typeof__(&nvmlDeviceGetMemoryInfo) meminfo;
         __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs;
         __typeof__(&nvmlErrorString) errstr;
+        __typeof__(&nvmlDeviceGetPciInfo_v3) pci;
+        char sysfs[PATH_MAX];
 };
 
 #define LOAD(lib, ptr, sym) ((ptr) = (__typeof__(ptr))dlsym((lib), (sym)))
@@ -87,6 +89,8 @@ int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err)
         LOAD(n->lib, n->meminfo, "nvmlDeviceGetMemoryInfo");
         LOAD(n->lib, n->procs, "nvmlDeviceGetComputeRunningProcesses_v3");
         LOAD(n->lib, n->errstr, "nvmlErrorString");
+        LOAD(n->lib, n->pci, "nvmlDeviceGetPciInfo_v3");
+        snprintf(n->sysfs, sizeof(n->sysfs), "/sys");
         if (!n->init || !n->shutdown || !n->count || !n->handle || !n->uuid || !n->meminfo) {
                 dlclose(n->lib);
                 free(n);
@@ -103,6 +107,36 @@ int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err)
         }
         *ret = n;
         return 0;
+}
+
+void nvml_set_sysfs_root(struct nvml *n, const char *root)
+{
+        snprintf(n->sysfs, sizeof(n->sysfs), "%s", root);
+}
+
+/* The NUMA node of the GPU's PCI device, from sysfs (-1 there: none). */
+static void read_numa(const struct nvml *n, nvmlDevice_t dev, struct gs_gpu *g)
+{
+        nvmlPciInfo_t pci;
+        if (!n->pci || n->pci(dev, &pci) != NVML_SUCCESS)
+                return;
+        char path[PATH_MAX + 64], buf[32];
+        snprintf(path, sizeof(path), "%s/bus/pci/devices/%04x:%02x:%02x.0/numa_node", n->sysfs,
+                 pci.domain & 0xffffu, pci.bus & 0xffu, pci.device & 0x1fu);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return;
+        ssize_t len = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (len <= 0)
+                return;
+        buf[len] = '\0';
+        buf[strcspn(buf, "\n")] = '\0';
+        uint64_t node;
+        if (gs_u64_parse_str(buf, 1023, &node) == 0) { /* "-1": no NUMA */
+                g->numa_known = true;
+                g->numa_node = (unsigned)node;
+        }
 }
 
 int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_error **err)
@@ -127,6 +161,7 @@ int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_erro
                              n->meminfo(dev, &mem) == NVML_SUCCESS;
                 if (g->healthy) {
                         g->memory_total = mem.total;
+                        read_numa(n, dev, g);
                         if (!n->name || n->name(dev, g->name, sizeof(g->name)) != NVML_SUCCESS)
                                 snprintf(g->name, sizeof(g->name), "unknown");
                 } else {

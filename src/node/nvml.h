@@ -20,8 +20,13 @@ int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err);
 /* Shut NVML down and unload it; NULL-safe. */
 void nvml_close(struct nvml *n);
 
-/* Read every GPU (index, UUID, name, memory, health). A GPU that fails a
- * query is listed as unhealthy; failing to count GPUs is an error. */
+/* Where NUMA nodes of PCI devices are read (default "/sys": its
+ * bus/pci/devices/<domain:bus:dev.fn>/numa_node). For a test's fake tree. */
+void nvml_set_sysfs_root(struct nvml *n, const char *root);
+
+/* Read every GPU (index, UUID, name, memory, health, NUMA node). A GPU
+ * that fails a query is listed as unhealthy; failing to count GPUs is an
+ * error. */
 int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_error **err);
 
 /* Device memory used by process `pid` on the GPU with NVML index `index`

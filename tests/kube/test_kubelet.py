@@ -206,6 +206,25 @@ def t_stream_end(node, dm):
     check(req.resource_name == "gpuslice.io/gpu-milli", "registered again")
 
 
+def t_topology(node, dm):
+    """Device.topology names each GPU's NUMA node, read from sysfs for the
+    GPU's PCI address (simgpu's GPU i is at 0000:(0x10+i):00.0); a device
+    with no NUMA node (-1) carries no topology."""
+    start(node, dm)
+    check(dm.numa.get("gpu0-u0") == 1 and dm.numa.get("gpu0-u999") == 1, "GPU 0 on node 1")
+    check(dm.numa.get("gpu1-u5") == -1, "GPU 1 has no NUMA node: %s" % dm.numa.get("gpu1-u5"))
+
+
+def fake_sysfs(node):
+    root = os.path.join(node.tmp, "sys")
+    for bus, numa in ((0x10, "1"), (0x11, "-1")):
+        d = os.path.join(root, "bus/pci/devices/0000:%02x:00.0" % bus)
+        os.makedirs(d)
+        with open(os.path.join(d, "numa_node"), "w") as f:
+            f.write(numa + "\n")
+    return root
+
+
 SCENARIOS = {
     "init_same": (t_init_same, ((("GPU-sim-0", 16 * GIB),), FAST)),
     "init_bigger": (t_init_bigger, ((("GPU-sim-0", 16 * GIB),), FAST)),
@@ -214,6 +233,7 @@ SCENARIOS = {
     "reboot": (t_reboot, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), [])),
     "local_advertised": (t_local_advertised, ((("GPU-sim-0", 16 * GIB),), [])),
     "stream_end": (t_stream_end, ((("GPU-sim-0", 16 * GIB),), [])),
+    "topology": (t_topology, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), None)),
 }
 
 
@@ -222,7 +242,9 @@ def main():
         print("SKIP: needs gpusliced (GS_KUBE_DAEMON)")
         sys.exit(77)
     fn, (gpus, args) = SCENARIOS[sys.argv[1]]
-    node = Node(gpus=gpus, extra_args=args)
+    node = Node(gpus=gpus, extra_args=args or [])
+    if args is None:
+        node.extra_args = ["--sysfs", fake_sysfs(node)]
     node.kubelet.start()
     ok = False
     try:
