@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # Thin front door over CMake: `make demo`, `make test`, `make bench`,
 # `make image` (the OCI image, $(BUILD)/gpuslice-image.tar, with buildah; no pull).
 # SANITIZE=1 builds and tests under AddressSanitizer + UndefinedBehaviorSanitizer.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compute-share accuracy of the arbiter in its discrete-event GPU model
  * (src/core/arbiter_model.h): the issue's benchmark matrix (2..8 slices,
  * kernels of 10 us / 1 ms / 50 ms, with and without graphs, both policies),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launch gate's cost on simgpu, in the same run: the program runs
  * itself three times, (1) plain, (2) with LD_PRELOAD=libgpuslice.so in a
  * whole-GPU slice (compute_milli 1000: gate off, the shim's memory-only

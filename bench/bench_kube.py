@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Device plugin benchmark: ListAndWatch message size and Allocate latency
 for a node of 8 GPUs x 1000 units, against the real plugin binary over its
 unix socket (a grpcio client plays the kubelet). Figures, then verdicts."""

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shim overhead against simgpu alone, in the same run: the program runs
  * itself twice, once plain and once with LD_PRELOAD=libgpuslice.so in a
  * slice, and prints the added cost of each operation with its target.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu's own CPU cost per call, so that shim measurements can subtract it:
  * cuLaunchKernel (gs_busy with 0 ns), cuMemAlloc+cuMemFree (2 MiB), and
  * cuMemGetInfo. libcuda.so.1 is dlopen'ed (LD_LIBRARY_PATH selects simgpu,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared set-up of the shim benchmarks. See benchlib.h. */
 #include "benchlib.h"
 

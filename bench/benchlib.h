@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Set-up shared by the benchmarks that measure the shim over simgpu
  * (bench_gate, bench_shim): each runs itself again in child processes,
  * plain or with LD_PRELOAD=libgpuslice.so, and every child drives

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The compute-share benchmark (issue 5) on simgpu: accuracy of the shares,
 # work conservation, noisy neighbour and overhead, measured end to end
 # through `gpuslice run`, the shim and a private `gpusliced --sim`; figures

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Launch gate overhead against simgpu alone: bench/run-gate.sh BUILD_DIR
 set -eu
 build=${1:?usage: run-gate.sh BUILD_DIR}

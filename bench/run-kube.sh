@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # Device plugin benchmark: ListAndWatch size and Allocate latency, 8 GPUs x
 # 1000 units. Usage: bench/run-kube.sh BUILD_DIR
 set -euo pipefail

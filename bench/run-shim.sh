@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: Apache-2.0
 # Shim overhead against simgpu alone: bench/run-shim.sh BUILD_DIR
 set -eu
 build=${1:?usage: run-shim.sh BUILD_DIR}

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # simgpu's own CPU cost per launch, alloc/free pair and memory query, on a
 # private simulated GPU. Usage: bench/run-sim.sh BUILD_DIR [iterations]
 set -euo pipefail

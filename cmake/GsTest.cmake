@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 # gs_test(NAME name SOURCES a.c ... [LIBS l ...] [ENV K=V ...] [TIMEOUT s]
 #         [LABELS l ...] [ARGS ...] [COMMAND cmd ...])
 # Builds one test executable (unless COMMAND is given) and registers it as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz the compute-grant frame decoder as the daemon reads a stream: frame
  * after frame; every accepted frame must re-encode to the same bytes. */
 #include <stddef.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz the ledger state-file parser; what it accepts must re-encode and
  * decode to the same ledger. */
 #include <stddef.h>

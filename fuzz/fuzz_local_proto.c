@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz the local API decoder: header then payload, as the daemon reads. */
 #include <stddef.h>
 #include <stdint.h>

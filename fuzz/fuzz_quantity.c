@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the quantity parsers (src/core/quantity.c). The input is
  * one quantity string. Besides crashes and sanitizer reports it checks the
  * contracts: an accepted GPU share is a slice or whole GPUs, every accepted

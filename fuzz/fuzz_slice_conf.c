@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target: the slice config parser. Whatever it accepts must format
  * and parse back to the same struct. */
 #include <stdint.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the API spec loader (src/core/spec.c, spec_yaml.c). The
  * input is a whole spec file. Besides crashes, leaks and sanitizer reports it
  * checks the contracts of a loaded spec: 1..256 APIs with valid, unique

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Replays a fuzz target's corpus: every file in the directories (or the
  * files) named on the command line is fed once to LLVMFuzzerTestOneInput.
  * This makes each corpus an ordinary test in every build; a crash, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu configuration from the environment, and its log file. */
 #include "sim_state.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: contexts (created and primary), the per-thread context
  * stack, and waiting for work to complete. */
 #include "sim_cuda.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: initialisation, devices and their attributes. */
 #include "sim_cuda.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* CUresult names and descriptions for cuGetErrorName/cuGetErrorString.
  * Generated once from cuda.h's enum cudaError_enum (CUDA 13.0). */
 #include "sim_cuda.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: CUDA graphs (kernel and empty nodes), stream capture,
  * instantiation and launch. Dependencies must name nodes already in the
  * graph, so insertion order is a valid topological order; a launch enqueues

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: modules (PTX text), libraries, functions and launches.
  *
  * simgpu does not execute PTX. It recognises the project kernels by their

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: device memory accounting, linear allocations, host memory,
  * copies and memsets. Device pointers are addresses of real (lazily backed)
  * host memory, so copies and memsets really move bytes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libnvidia-ml.so.1: NVML over the shared state. These figures are
  * simgpu's ground truth (memory and device time per process), independent
  * of anything a preloaded shim counts. NVML ignores CUDA_VISIBLE_DEVICES,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: cuGetProcAddress / cuGetProcAddress_v2, built from the one
  * list in sim_exports.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda.so.1: process-local objects shared by the driver-API files.
  *
  * cuda.h is included with __CUDA_API_VERSION_INTERNAL so that every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* THE list of libcuda entry points simgpu provides. X-macro:
  *   SIM_FN(base, symbol, version, flavour)
  * base     the name a program asks cuGetProcAddress for ("cuMemAlloc")

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu's shared state: the "hardware" every process of the machine sees.
  *
  * One file, $SIMGPU_DIR/state, mmap'd MAP_SHARED by every process that uses

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu-smi: simgpu's ground-truth tool. Reads the state file directly
  * (never through libcuda/libnvidia-ml, so no preloaded shim can colour it).
  *

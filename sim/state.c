@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu shared state: creation, attach, the robust lock, process records
  * and reaping. Layout in sim_state.h. */
 #include "sim_state.h"

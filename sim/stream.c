@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: streams and events.
  *
  * All streams of a context feed the context's single FIFO on the device

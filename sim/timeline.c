@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu device timeline: a lazy, exact discrete-event simulation.
  *
  * Each device runs one context at a time. Contexts with pending work are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu libcuda: stream-ordered allocation and memory pools, virtual memory
  * management (cuMemCreate/cuMemMap), arrays and mipmapped arrays. */
 #include "sim_cuda.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-burn: a saturating GPU load for the compute-share benchmark.
  *
  *   gs-burn [--kernel T] [--route launch|ex|graph] [--duration T]

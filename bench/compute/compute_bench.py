@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The compute-share benchmark (issue 5): accuracy, work conservation, noisy
 neighbour and overhead, measured end to end through `gpuslice run`, the shim
 and gpusliced, judged by ground truth outside gpuslice (see gsworld.py).

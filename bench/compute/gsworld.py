@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A private gpuslice world for the compute benchmark and the real-GPU kit:
 its own simgpu state (sim mode), its own gpusliced (state dir and socket in a
 temporary directory), slices started with `gpuslice run`, and the ground

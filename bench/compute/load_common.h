@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the compute benchmark's load programs (gs-burn, gs-reqload,
  * gs-memcap): driver-API set-up and the project kernel gs_busy, launched by
  * one of three routes. Header-only (static inline), so each program stays

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-memcap: the memory-cap scenario of the real-GPU kit, one allocation path
  * per run, inside a slice (`gpuslice run --gpu 500m --gpu-memory 2Gi --
  * gs-memcap alloc`).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-reqload: a request-serving load at a fixed rate, for the noisy-neighbour
  * benchmark.
  *

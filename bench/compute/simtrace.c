@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-simtrace: a timeline of simgpu's device 0: the compute benchmark's
  * ground truth on simgpu (every 1 ms), and a diagnostic for tuning the
  * compute gate (every 100 us, compute_bench.py --trace).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Parsing and formatting helpers of the example programs. */
 #include "example_util.h"
 

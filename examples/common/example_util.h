@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small parsing and formatting helpers shared by the example programs
  * (gs-serve, gs-loadgen). The examples stand alone: they do not link the
  * gpuslice core library, as a user's own server would not. */

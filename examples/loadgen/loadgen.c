@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-loadgen: a small HTTP/1.1 load generator for the gpuslice examples.
  *
  * N connections (one thread each, keep-alive) send GET requests to one URL

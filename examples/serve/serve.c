@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gs-serve: a small model-serving API for the gpuslice examples.
  *
  * It stands in for a real inference server: at start it loads a "model" (a

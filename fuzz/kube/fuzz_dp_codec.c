@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fuzz target for the device plugin's message decoding: the first byte
  * picks the message (AllocateRequest, PreferredAllocationRequest,
  * ListPodResourcesResponse, Empty, a unit id), the rest is its wire bytes.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute-grant protocol between the shim (in every process of a slice)
  * and gpusliced's per-GPU arbiter. An ABI: both sides check magic, version
  * and size; bump GS_ARB_PROTO_VERSION whenever anything below changes.

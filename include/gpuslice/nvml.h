@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The subset of NVIDIA's NVML API that gpuslice uses and simgpu implements,
  * declared from NVIDIA's public API documentation. Types, values and struct
  * layouts match the real libnvidia-ml.so.1 ABI exactly; a program built

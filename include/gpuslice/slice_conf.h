@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice config file: the contract between whoever creates a slice (the
  * daemon, the CLI, the device plugin) and the shim inside the slice's
  * processes. ABI: documented in README.md ("The slice config file").

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shared memory accounting of one slice: the file `<slice_dir>/memory`,
  * mmap'd MAP_SHARED by every process of the slice (the shim) and read by the
  * daemon. This layout is an ABI: `magic`, `version` and `file_size` are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Declarations shared by the gpuslice CLI's files: one cmd_<name>() per
  * subcommand (src/cli/cmd_<name>.c), each taking the arguments after the
  * subcommand's name (argv[0] is the subcommand) and returning the process

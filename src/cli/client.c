@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CLI's client of gpusliced's local API. See client.h. */
 #include "client.h"
 

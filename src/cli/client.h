@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The CLI's client of gpusliced's local API (docs/daemon.md): connecting
  * (and starting an embedded daemon when none answers), and typed wrappers
  * around each request. Blocking calls with bounded waits. */

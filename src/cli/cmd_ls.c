@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice ls: the node's GPUs and their slices, as a table or as JSON
  * (stable keys, docs/daemon.md). */
 #include <getopt.h>

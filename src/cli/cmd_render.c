@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice render: turn an API spec into Kubernetes manifests, one
  * Deployment and one Service per API. The GPU share becomes the integer
  * extended resource gpuslice.io/gpu-milli (300m -> 300, 1 -> 1000), set as a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice run: run a command in a GPU slice. The child is forked stopped
  * before exec (it waits on a pipe), the daemon makes a slice for its pid,
  * and the child then receives its environment (slice config, shim preload,

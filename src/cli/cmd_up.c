@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice up SPEC: start every API of an API spec, each in its own slice.
  *
  * Order of work: load the spec; check that every command can be run; ask the

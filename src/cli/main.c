@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice: the command-line front-end. A table of subcommands, one file
  * each (cmd_<name>.c). */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The environment of a process in a slice (see slice_env.h). */
 #include "slice_env.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The environment of a process in a slice, as `gpuslice run` and
  * `gpuslice up` set it: the slice's GPU(s) visible, its id, the shim
  * preloaded with its config (slices only), simgpu's libraries for --sim. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The all-or-nothing fit check of `gpuslice up` (see up_plan.h). */
 #include "up_plan.h"
 

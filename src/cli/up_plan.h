@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The all-or-nothing fit check of `gpuslice up`: before anything starts,
  * place every API of the spec on the node's GPUs as the daemon would (its
  * policy, the slices already there) and refuse the whole spec when one does

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slices of `gpuslice up` (see up_slices.h). */
 #include "up_slices.h"
 

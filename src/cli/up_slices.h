@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slices of `gpuslice up`: the link between the supervisor and the
  * daemon. Checks that a whole spec fits, gives every start of an API a fresh
  * slice for its process (and the environment that puts the process in it, as

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process supervisor of `gpuslice up` (see up_supervise.h). */
 #include "up_supervise.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The process supervisor behind `gpuslice up`: runs one process per API,
  * prefixes every line they print with the API's name, restarts an API that
  * exits with exponential backoff, and on SIGINT/SIGTERM stops them all

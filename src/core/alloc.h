@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The core library allocates through gs_malloc and friends so that tests
  * can fail the Nth allocation and check for a clean -ENOMEM with nothing
  * leaked. In the product they are plain libc calls. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-GPU compute arbiter: stride scheduling over leases of the GPU,
  * with provisional charging, debt from measured drain time, and a credit
  * throttle for `cap` slices. See arbiter.h for the contract and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The per-GPU compute arbiter: who may launch work on one GPU, and until
  * when (pure policy: no I/O, no clock reads, no allocation; time is passed
  * in as CLOCK_MONOTONIC nanoseconds by the caller). One arbiter per GPU, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Discrete-event model of one GPU under the compute arbiter (see
  * arbiter_model.h for what is modelled). Used by the unit tests and the
  * model benchmark; never by the daemon. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A small discrete-event model of one GPU driven by the compute arbiter, for
  * the arbiter's unit tests and bench/bench_arbiter_model.c (no I/O, no
  * clock: simulated time only; deterministic).

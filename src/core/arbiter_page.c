@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Writing a compute lease page; see arbiter_page.h. */
 #include "arbiter_page.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The writer side of a compute lease page (include/gpuslice/arbiter_proto.h):
  * one implementation of the seqlock write for the daemon's pages and the
  * shim's local-enforcement page. */

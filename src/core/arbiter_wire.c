@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Fixed 32-byte little-endian frames of the compute-grant protocol. */
 #include "arbiter_wire.h"
 

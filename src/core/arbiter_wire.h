@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Encoding of the shim<->daemon compute-grant frames
  * (include/gpuslice/arbiter_proto.h): pure encode/decode, no I/O. */
 #ifndef GS_ARBITER_WIRE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one crash-safe file replace of gpuslice: write `path`.tmp (never
  * following a link), fsync it, give it its mode, rename it over `path`, and
  * fsync the directory. Every state file, slice config and CDI spec is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Compute policy names. See compute_policy.h. */
 #include "compute_policy.h"
 

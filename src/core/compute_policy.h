@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute policy of a slice (`share` or `cap`) by name: the one place
  * that spells them. Part of the guest subset (the shim logs the name). */
 #ifndef GS_COMPUTE_POLICY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Human-readable errors for places where a person reads them (spec and
  * config parsing, the CLI, API handlers). See docs/internals/error-handling.md.
  *

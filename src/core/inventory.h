@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The data model of a node's GPUs, as the daemon reads it from NVML (or
  * simgpu). Pure data: the node layer fills it (src/node/nvml.c), placement
  * and the local API read it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice ledger: in-memory set of slices, its versioned text encoding
  * and crash-safe persistence. See ledger.h for the format. */
 #include "ledger.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice ledger: every slice the node daemon has granted, persisted
  * crash-safely under the daemon's state directory.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wire encoding of the daemon's local API. See local_proto.h. */
 #include "local_proto.h"
 

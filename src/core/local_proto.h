@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Wire encoding of the daemon's local API (pure encode/decode, no I/O).
  *
  * A frame is a 12-byte header followed by a payload:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one log of gpuslice's programs: every module writes records here and
  * the program decides where they go (gpusliced and the standalone plugin
  * point it at node_log_stderr, one format for all; tests may capture it).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Small language helpers shared by every part of gpuslice: cleanup
  * attributes, ownership transfer, export and test-visibility markers. */
 #ifndef GS_MACRO_H

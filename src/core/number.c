@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Decimal number parsing. See number.h. */
 #include "number.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one parser of decimal numbers in gpuslice: every number that comes
  * from a file, a request, a flag or /proc goes through it. Strict: plain
  * decimal digits only (no sign, no space, no base prefix; at most 20 of

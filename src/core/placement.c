@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement of slices on a node's GPUs. See placement.h. */
 #include "placement.h"
 

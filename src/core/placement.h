@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement of slices on a node's GPUs (pure policy, no I/O).
  *
  * A slice (1m..999m) goes on exactly one healthy GPU with room for both its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* /proc/<pid>/stat parsing. See proc_stat.h. */
 #include "proc_stat.h"
 

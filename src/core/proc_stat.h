@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one parser of /proc/<pid>/stat (pure: the caller reads the file).
  * Used by the node layer and by the shim (guest subset). */
 #ifndef GS_PROC_STAT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes quantities, parsed exactly.
  *
  * The grammar is Kubernetes' (k8s.io/apimachinery resource.Quantity):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Kubernetes-style quantities for GPU shares, CPU and memory
  * (design.md, "Quantities"). */
 #ifndef GS_QUANTITY_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice config file: a strict `key = value` parser and its writer.
  * Everything in the file comes from outside the process, so every field is
  * bounded and checked; anything unexpected rejects the whole file. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading and writing the slice config file (include/gpuslice/slice_conf.h
  * fixes the format and the struct). Used by the shim to read its slice and
  * by the daemon and the CLI to write one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* API specs: checks the YAML tree (spec_yaml.c) against the schema and
  * builds struct gs_spec. Every message reads
  * "file:line: api-name: field: what is wrong: what is accepted". */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* API specs: the YAML list of APIs that `gpuslice up` starts and
  * `gpuslice render` turns into Kubernetes manifests (design.md, "Users and
  * their first commands"; user reference in docs/spec.md).

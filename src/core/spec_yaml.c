@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* YAML text to a small node tree, with libyaml's event parser.
  *
  * Only the YAML an API spec needs gets through: one document of scalars,

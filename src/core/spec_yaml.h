@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal to the spec loader: turns YAML text into a small tree of
  * scalars, lists and mappings with line numbers, refusing the parts of YAML
  * an API spec never needs (anchors, aliases, tags, several documents) and

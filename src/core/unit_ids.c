@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Unit ids and their sets. See unit_ids.h. */
 #include "unit_ids.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kubelet's device ids of gpuslice.io/gpu-milli, "gpu<g>-u<n>" (GPU
  * g < GS_MAX_GPUS, unit n < 1000, no leading zeros), and sets of them. A
  * Kubernetes slice records the ids the kubelet gave it (the ledger's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Which slice a process connecting to the compute arbiter belongs to (see
  * arbiter_server_int.h): ancestry for local slices, the identity of the
  * mounted slice directory for Kubernetes pods. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's compute arbiter service (see arbiter_server.h): members (one
  * per slice below one GPU) in per-GPU arbiters, their lease pages, the
  * shims' GSAR connections and the timer that drives decisions and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's compute arbiter service: one gs_arbiter per GPU, each slice
  * below one GPU a member of its GPU's arbiter with a lease page
  * (lease_page.h), and the shims' GSAR connections on the daemon's socket

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's compute arbiter service, inside: the state shared by
  * arbiter_server.c (pages, connections, timer) and arbiter_members.c (which
  * slice a connecting process belongs to). Not for other files. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's state, shared by the daemon's front-ends: local_api.c (the
  * local API's connections), slices.c (requests, following processes),
  * arbiter_server.c (the compute arbiter's service); and by the program in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lease page, daemon side (see lease_page.h and arbiter_proto.h). */
 #include "lease_page.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The lease page of one slice, daemon side: the file <slice_dir>/compute
  * (include/gpuslice/arbiter_proto.h), created by gpusliced mode 0444 and
  * written only through the daemon's own shared mapping (seqlock lease,

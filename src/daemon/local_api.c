@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's local API: the listening socket and client connections with
  * framed requests (local_proto.h), watched on the daemon's event loop
  * (src/node/event_loop.c) and served under the node's lock. A connection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's requests: create, list, release, status, plan (through the
  * node layer, which owns the ledger and the slices' files), and following
  * each local slice's process. */

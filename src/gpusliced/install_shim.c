@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced install-shim: the shim from the image to a host path, in one
  * atomic replace. See install_shim.h. */
 #include "install_shim.h"

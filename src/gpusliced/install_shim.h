@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* `gpusliced install-shim`: copy the shim libgpuslice.so from the image to
  * a host path, atomically, so that a DaemonSet's init container needs no
  * shell (the image is FROM scratch: no /bin/sh, no cp). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced --kubelet: the kubelet device plugin (src/kube) run in its own
  * thread inside the daemon, over the daemon's node: its ledger is the one
  * record of every slice on the node, local and Kubernetes alike, and its

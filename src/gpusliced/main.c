@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced: the node daemon. Flags, start-up (state directory and its
  * lock, the ledger, the inventory, reconciliation), then the event loop.
  * See docs/daemon.md. */
@@ -31,6 +32,8 @@
 
 static const char usage_text[] =
         "Usage: gpusliced [OPTIONS]\n"
+        "       gpusliced install-shim [--from PATH] DEST   copy the shim to a host path\n"
+        "       gpusliced --version\n"
         "The gpuslice node daemon: GPU inventory, the slice ledger, placement and the\n"
         "local API used by `gpuslice run`, `up` and `ls`.\n\n"
         "  --state-dir DIR     ledger and slice configs (default: /run/gpuslice as root,\n"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device plugin logic: the advertised list, preferred allocations, and
  * releases from PodResources (see device_plugin.h; Allocate is in
  * dp_allocate.c). Placement is core's (gs_place, through the node layer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gpuslice device plugin's logic, independent of gRPC: the advertised
  * units (1000 per GPU, ids "gpu<idx>-u<n>", unit_ids.h), preferred
  * allocations, and the translation of each Allocate into a slice made by

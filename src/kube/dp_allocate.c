@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Allocate: each container's units become one slice made by the node layer
  * (placed by core on a GPU with room, whatever ids the kubelet picked,
  * recorded in the ledger with those ids), answered with the slice's

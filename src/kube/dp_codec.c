@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Protobuf-c boundary of the device plugin (see dp_codec.h). */
 #include "dp_codec.h"
 

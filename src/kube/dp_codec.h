@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device plugin and PodResources messages as plain C, and their wire
  * encoding. dp_codec.c is the only file that touches protobuf-c: it turns
  * protobuf-c's NULL-on-failure into -EBADMSG / -ENOMEM and hands out plain

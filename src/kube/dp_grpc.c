@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gRPC C core boundary (see dp_grpc.h). One thread per server runs a
  * completion queue: it accepts calls, dispatches unary methods by path, and
  * keeps ListAndWatch streams fed whenever the list's generation moves. */

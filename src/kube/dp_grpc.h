@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gRPC transport of the device plugin: a server on a unix socket that
  * dispatches unary methods and the ListAndWatch stream to plain callbacks,
  * and a bounded unary client call. dp_grpc.c is the only file that touches

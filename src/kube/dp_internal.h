@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Internal state of the device plugin, shared by device_plugin.c (the
  * advertised list, preferred allocations, releases) and dp_allocate.c
  * (Allocate). The slices themselves are the node's (its ledger). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The device plugin's event loop (see kube_plugin.h). */
 #include "kube_plugin.h"
 

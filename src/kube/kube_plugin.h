@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kubelet side of gpusliced (`gpusliced --kubelet`): serves the device
  * plugin API on a unix socket in the kubelet's plugin directory, registers
  * resource gpuslice.io/gpu-milli, re-registers when the kubelet restarts,

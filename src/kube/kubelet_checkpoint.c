@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Reading the kubelet's device-manager checkpoint. See kubelet_checkpoint.h. */
 #include "kubelet_checkpoint.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The kubelet's device-manager checkpoint
  * (/var/lib/kubelet/device-plugins/kubelet_internal_checkpoint), read-only:
  * which containers of which pods the kubelet considers to hold which of our

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice-kubelet-plugin: the device plugin on its own, for tests, the
  * benchmark and nodes without gpusliced. The GPU list comes from an
  * inventory file (re-read every health period), one GPU a line:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The event loop. See event_loop.h. */
 #include "event_loop.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node's event loop: one epoll instance and one thread, with watches
  * (an fd and the function that serves its events) and ticks (functions
  * asked before every wait when they next need to run). Every protocol a

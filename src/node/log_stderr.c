@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The stderr log sink. See log_stderr.h. */
 #include "log_stderr.h"
 

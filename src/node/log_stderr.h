@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The log sink of gpuslice's programs (gpusliced, gpuslice-kubelet-plugin):
  * one line per record on stderr,
  *   2026-11-30T03:04:05Z gpusliced[1234]: info: message

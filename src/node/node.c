@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node: its state directory, lock, ledger and inventory. See node.h;
  * the slice lifecycle itself is in node_lifecycle.c. */
 #include "node.h"

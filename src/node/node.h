@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node layer (gs_node): the only owner of a slice's lifecycle on a
  * node, shared by every front-end (the daemon's local API, the kubelet
  * device plugin in the daemon or standalone; later the DRA driver, the

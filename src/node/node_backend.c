@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The backends: `whole` GPUs and `shim` slices. See node_backend.h. */
 #include "node_backend.h"
 

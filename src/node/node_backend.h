@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* How a slice is made on a node, behind one small table: `whole` (one or
  * more exclusive GPUs, no shim, no files) and `shim` (a share of one GPU
  * enforced by libgpuslice.so: a config and a slice directory). MPS and MIG

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Container edits of a slice. See node_edits.h. */
 #include "node_edits.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What a container of a slice receives (the device plugin's Allocate answer
  * today; a DRA driver's CDI spec later): environment, mounts and CDI
  * device names, computed from the slice's record by its backend. Fixed

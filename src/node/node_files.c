@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The one writer of a slice's files. See node_files.h for the layout. */
 #include "node_files.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The node's state layout and the one writer of a slice's files.
  *
  *   <state>/ledger             the ledger (gs_ledger_save), 0600

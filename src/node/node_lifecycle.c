@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A slice's lifecycle on the node: place -> record -> files, and release.
  * See node.h. */
 #include <errno.h>

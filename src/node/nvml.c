@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML (and, for one measurement, libcuda) loaded with dlopen. Every
  * function pointer is declared with typeof against the project's NVML
  * header and cuda.h, so the compiler checks each signature. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The daemon's view of the GPUs through NVML (the only way in), loaded with
  * dlopen so that gpusliced starts on machines without a driver and can be
  * pointed at simgpu. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Facts about processes from /proc. See proc.h. */
 #include "proc.h"
 

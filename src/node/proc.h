@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Facts about processes from /proc, bounded and strictly parsed (the
  * stat text by core's gs_proc_stat_parse). */
 #ifndef GS_NODE_PROC_H

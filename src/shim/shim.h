@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* libgpuslice.so internals, shared by the shim's files. Nothing here is
  * exported: the library is built with -fvisibility=hidden and a version
  * script that lists exactly the hooks of hooks.def (plus dlsym). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Arrays and mipmapped arrays: charged by the size the shim computes from
  * the descriptor (the same formula as simgpu: width x height x depth x
  * channels x element size, each dimension at least 1, rounded up to 2 MiB;

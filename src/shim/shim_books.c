@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's shared books: <slice_dir>/memory (include/gpuslice/
  * slice_state.h), shared by every process of the slice. The lock is robust
  * and held only for the arithmetic; liveness checks (procfs reads) happen

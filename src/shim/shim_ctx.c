@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Contexts (each charged context_overhead, only on the slice's GPU) and the
  * virtualised memory reports of the CUDA driver. */
 #include <pthread.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The dlsym route: runtimes reach libcuda through dlopen + dlsym, so the
  * shim exports dlsym. A lookup of a hooked name that would resolve to the
  * real driver's function (in a libcuda / libnvidia-ml handle, or a handle

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launch gate: fast path, waiting for a lease, switching between the
  * daemon's leases and local enforcement, and the background thread. See
  * shim_gate.h for the model and docs/internals/compute-arbiter.md for the

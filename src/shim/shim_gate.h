@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launch gate: the shim's side of the compute share (issue 5; the
  * mechanism is docs/internals/compute-arbiter.md, the protocol
  * include/gpuslice/arbiter_proto.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The gate's link to gpusliced's arbiter: the GSAR frames on the daemon's
  * unix socket (HELLO/WELCOME, WANT, DONE; the daemon may send ERROR) and
  * the read-only lease page <slice_dir>/compute. Everything here is slow

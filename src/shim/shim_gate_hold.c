@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Measuring a hold: the device time this process's work took under one
  * lease, with CUDA events at the hold's boundaries (never one per launch).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Local enforcement: a one-slice arbiter (src/core/arbiter.c, policy cap
  * at the slice's share) shared by every process of the slice through the
  * file <slice_dir>/compute.local, so the slice's processes together get the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* What shim_glibc.h renames: the C library functions the shim cannot take
  * from a glibc older than the one it is built on. */
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Force-included (-include, src/shim/CMakeLists.txt) at the top of every
  * translation unit of libgpuslice.so, the src/core files it compiles in too.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The hook machinery: tables generated from hooks.def, resolution of the
  * real driver (once, under pthread_once), the slice's start-up, fork
  * handling, and the cuGetProcAddress route. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Work submission hooks. Every launch path (the per-thread-stream
  * variants and graph launches included, by every route) passes the compute
  * gate (shim_gate.h). With the gate off (no slice, or a whole GPU) a hook

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The shim's only output: lines appended to the file named by GPUSLICE_LOG.
  * Never stdout or stderr; the fd is O_CLOEXEC; errno is preserved. Only a
  * regular file is used: the open never blocks (O_NONBLOCK, so a FIFO without

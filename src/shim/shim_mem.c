@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory hooks: every device-memory allocation path is charged (rounded up
  * to 2 MiB) BEFORE the driver call and given back if the driver fails; past
  * the cap the call returns CUDA_ERROR_OUT_OF_MEMORY and the driver is not

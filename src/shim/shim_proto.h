@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Prototypes of legacy driver ABIs that CUDA 13's cuda.h no longer declares
  * but that libcuda still exports (and cuGetProcAddress still hands out for
  * old cudaVersion values). Declarations only: they give hooks.def the types

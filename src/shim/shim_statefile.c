@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice's shared state files (<slice_dir>/memory, <slice_dir>/compute.local):
  * opened or created, sized, checked and mapped the same way by every
  * process of the slice, under the file's flock. */

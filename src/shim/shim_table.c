@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Per-process table of what this process charged: (kind, pointer/handle) ->
  * bytes. Open addressing with linear probing and tombstones, grown at half
  * load, so put/get/take are O(1) whatever the number of live allocations.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpuslice run starts a daemon when none answers (with --sim), and later
 commands use it; ls --json lists GPUs and slices with stable keys."""
 import json

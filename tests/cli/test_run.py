@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpuslice run: exit status, 128+signal, signal forwarding, the child's
 environment (slice config, shim, only its GPU), refusal with 125, whole GPUs
 without limits."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The CLI refuses a daemon socket whose directory another local user
 controls (owned by someone else, or writable by group/others): such a user
 could have made it first, e.g. /tmp/gpuslice-<uid>, and answer in the

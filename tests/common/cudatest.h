@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared helpers for driver-API test programs (simgpu, shim, arbiter...).
  * Header-only; include after nothing else (it includes cuda.h itself).
  *

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Processes of a Kubernetes pod's slice join the GPU's compute arbiter.
 
 `gpusliced --sim --kubelet` on simgpu, a fake kubelet (tests/kube/kubelet_sim.py)

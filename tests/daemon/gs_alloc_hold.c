@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Test helper: allocate N bytes of device memory on device 0 (whatever
  * CUDA_VISIBLE_DEVICES makes it), print "ready", hold until a signal. */
 #include <cuda.h>

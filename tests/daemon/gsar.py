@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """GSAR (compute-grant protocol) helpers for gpusliced tests: frames, the
 lease page (mapped read-only, as a shim does) and slice agents, processes
 that own a slice and hand the test connections they made themselves (so the

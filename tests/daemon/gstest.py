@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Helpers for gpusliced/gpuslice integration tests: a private world (state
 dir, socket, SIMGPU_DIR) per test, a daemon, and a raw local-API client."""
 import json

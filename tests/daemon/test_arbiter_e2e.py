@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Compute shares end to end: `gpuslice run --sim` of saturating programs
 (gs-burn, 1 ms kernels) through the shim's launch gate and gpusliced's
 arbiter, judged by simgpu's ground truth (per-process busy_ns from

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The compute arbiter's protocol, spoken by a test playing the shim: the
 lease page (read-only, epoch, heartbeat), HELLO/WELCOME, a WANT answered
 with a lease on the page, who may connect (the slice's process and its

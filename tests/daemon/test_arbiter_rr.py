@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A request/response slice alone on the GPU (the model-serving case): each
 request is one 2 ms kernel then cuStreamSynchronize (gs-reqload, closed
 loop). Through the real daemon's arbiter and the shim's launch gate:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The compute arbiter's decisions, seen on the lease pages by a test that
 plays two saturating shims: leases alternate in proportion to the shares
 (within 5 points of granted time), a `cap` slice alone never gets more than

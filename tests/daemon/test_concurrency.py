@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Many clients at once never over-commit a GPU: 40 simultaneous requests
 for 100m on 2 GPUs give exactly 20 slices, at most 1000m per GPU; then
 real processes started with `gpuslice run` allocate device memory and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A corrupt, truncated or unknown-version state file stops the daemon with
 a clear error and is never replaced by an empty ledger."""
 import os

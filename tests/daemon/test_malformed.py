@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Malformed, oversized, truncated, slow and unknown messages are answered
 with error frames; the daemon keeps serving everyone else."""
 import os

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Without --sim and without an NVIDIA driver, gpusliced says exactly that
 and how to use the simulator."""
 import ctypes.util

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Slices survive kill -9 of the daemon: none lost, none doubled; slices of
 processes that died meanwhile are freed on restart; ids are never reused."""
 import os

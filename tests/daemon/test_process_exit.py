@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A slice lives as long as its process: freed (and its files removed) when
 the process exits, even a short-lived one; requests for other users'
 processes, dead processes and duplicate slices are refused."""

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A private gpuslice world for one test: its own simgpu (SIMGPU_DIR), its own
 daemon (state dir and socket in a temporary directory, started with --sim and
 stopped at the end), so a test never touches a real setup or another test.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The example server on simgpu inside a slice with a memory cap
 (`gpuslice run`): it loads its model, answers /predict, /healthz and /stats
 to curl, stops cleanly on SIGTERM; a model larger than the cap fails to load

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The fit check of `gpuslice up` (src/cli/up_plan.c): a spec is placed as a
  * whole before anything starts, and a refusal names the API and what each
  * GPU would be short of. */

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """`gpuslice up` refuses a spec that does not fit as a whole: nothing starts,
 exit status 3, and the message names the API, the GPU and what it is short of."""
 import os

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """`gpuslice up` restarts an API that exits, with a backoff that doubles, gives
 every start its own slice, and leaves no slice behind after Ctrl-C."""
 import re

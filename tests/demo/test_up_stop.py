@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """`gpuslice up` with two example servers on simgpu: both answer /predict
 in their slices; Ctrl-C stops both (exit 0), their processes are gone, their
 slices are freed and simgpu shows no memory held by them."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The supervisor of `gpuslice up`, driven without a daemon
 (up_supervise_driver): output prefixed with the API's name, environment
 handed to each start, restarts with doubling backoff, SIGINT stops all and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A driver for the supervisor of `gpuslice up` without a daemon: runs
  * `sh -c CMD` for every NAME=CMD argument under up_supervise() with hooks that
  * hand each start the variable UP_TEST_SLICE=NAME-PID and log every release,

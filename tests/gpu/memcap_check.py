@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """Memory-cap scenarios of the real-GPU kit: each allocation path in its own
 slice (`gpuslice run --gpu 500m --gpu-memory CAP -- gs-memcap PATH`) fills
 the slice to its cap and must be refused with CUDA_ERROR_OUT_OF_MEMORY; at

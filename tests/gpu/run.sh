@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
 # The real-GPU kit: on a machine with an NVIDIA GPU and the CUDA toolkit,
 # build gpuslice, build the project kernels for the GPU's architecture, and
 # run with the real driver and a private real gpusliced (never simgpu, never

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """A stand-in for the kubelet's device manager, strict about the behaviour
 the device plugin meets on a real node (no kubelet can run here).
 

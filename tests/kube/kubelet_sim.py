@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Test doubles for the kubelet side of the device plugin protocol.
 
 Plays the kubelet with grpcio's generic APIs and message classes generated

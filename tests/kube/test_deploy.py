@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """deploy/, a kustomize base: the DaemonSet mounts every host path the device
 plugin hands to the kubelet in Allocate answers (at the host's own paths),
 keeps its state on disk, installs the shim there, runs on labelled nodes

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Device plugin scenarios, one per ctest: python3 test_device_plugin.py NAME."""
 import json
 import os

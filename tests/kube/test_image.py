@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The OCI image (scripts/build-image, `make image`): built from scratch with
 buildah, pulling nothing; its configuration (skopeo inspect) is the
 Containerfile's; unpacked by hand from the oci-archive (blobs checked against

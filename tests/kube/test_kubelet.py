@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """The device plugin under the kubelet's real behaviour (device_manager.py):
 init containers, kubelet restarts, node reboots, daemon restarts, local
 slices, a lost ListAndWatch stream. One scenario per ctest:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """Every Kubernetes object gpuslice ships or prints is valid against the
 upstream OpenAPI schemas: the kustomize base deploy/ (rendered by kubectl
 kustomize, alone, in an overlay with the RuntimeClass component and a

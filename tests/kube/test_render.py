@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: Apache-2.0
 """gpuslice render: the manifests parse as YAML and are the expected objects."""
 import os
 import subprocess

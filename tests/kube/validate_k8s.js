@@ -1,4 +1,5 @@
 #!/usr/bin/env node
+// SPDX-License-Identifier: Apache-2.0
 // Validates Kubernetes objects against the upstream OpenAPI schemas, as
 // compiled by the npm package kubernetes-models (5.1.x).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers shared by the node-layer tests: a temporary state directory, a
  * hand-made inventory, a node over them, and small file checks. Header
  * only (static functions), included after <cmocka.h>. */

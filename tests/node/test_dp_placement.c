@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Device plugin (gs_kube) through the node layer and core's placement:
  * requests are built with the protobuf-c types the kubelet's messages are
  * generated to and fed to the handlers. Covers: the GPU GetPreferred-

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Node layer: a slice's lifecycle through gs_node on a temporary state
  * directory. Covers node_open's layout and lock, local and Kubernetes shim
  * slices (ledger in memory and on disk, config file and slice directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Node layer: repair at start (node_reconcile_files_locked). Covers a
  * crash between record and files (files deleted by hand, or a ledger
  * written directly), orphan configs and directories no record names,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """The shim must export exactly the hooks of hooks.def plus dlsym: a build
 that exports nothing enforces nothing, and internals must not leak into the
 host process. Reads the built library's dynamic symbol table (nm -D)."""

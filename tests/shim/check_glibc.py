@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
 """libgpuslice.so is named in /etc/ld.so.preload of every container of a
 slice: if it requires a glibc symbol version the container's glibc lacks,
 EVERY process of the container fails to start. It must require nothing newer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A fake libcuda.so.1 whose cuGetProcAddress hands out INTERNAL ALIASES
  * (pointers that are not its exported symbols), as a real driver may. Used
  * by procaddr_alias_test to check that the shim still hands out the

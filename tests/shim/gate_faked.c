@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for gpusliced's arbiter service, for the gate's daemon-mode
  * tests: one slice, the real arbiter (src/core/arbiter.c) and frame codec
  * (src/core/arbiter_wire.c), a lease page written by the documented writer

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* A stand-in for gpusliced's arbiter service (one slice) for the gate's
  * daemon-mode tests; see gate_faked.c. */
 #ifndef GATE_FAKED_H

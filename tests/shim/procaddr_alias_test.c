@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuGetProcAddress over a driver that hands out internal aliases (the fake
  * libcuda.so.1 of fake_cuda.c): the shim must still hand out the wrapper of
  * the variant the request selects, never the driver's pointer, and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The launch gate on simgpu, judged by simgpu's ground truth (busy_ns per
  * process from `simgpu-smi --json`, read by the unpreloaded parent), never
  * by the shim's own accounting. One ctest per scenario:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* See shim_harness.h. */
 #include "shim_harness.h"
 

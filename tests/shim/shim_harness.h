@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Harness of the shim tests: the test program starts as a PARENT (no
  * preload): it makes a private simgpu state directory and slice directory,
  * writes the slice config, then re-executes itself as the CHILD with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shim scenarios on simgpu; each ctest runs one: `shim_test SCENARIO`.
  * The cap is ST_CAP (1 GiB) including ST_CTX (64 MiB) of context overhead,
  * so 960 MiB = 15 x 64 MiB are left for allocations. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shared by the shim scenario programs (shim_test.c, shim_test_hardening.c). */
 #ifndef GS_SHIM_TEST_H
 #define GS_SHIM_TEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Shim scenarios that check a tenant cannot loosen its slice: the config
  * that wins, the recorded limit, writable configs, half-made books, exits
  * racing allocations, a FIFO log, graph memory nodes. Dispatched by

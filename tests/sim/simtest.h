@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Helpers for simgpu's own tests (on top of tests/common/cudatest.h). */
 #ifndef GS_TESTS_SIMTEST_H
 #define GS_TESTS_SIMTEST_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* simgpu basics: init order, devices, contexts, 2 MiB granularity, memory
  * exhaustion at the configured size (1 GiB, 64 MiB per context), copies and
  * memsets that round-trip, gs_fill, error codes like the real driver. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Configuration by environment: bad values make cuInit fail, are logged to
  * SIMGPU_LOG and never printed on the host program's stdout/stderr;
  * CUDA_VISIBLE_DEVICES selects and orders devices by index or UUID prefix

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Two processes saturating one device each get half of its device time,
  * within 2 points, as simgpu-smi's ground truth reports. */
 #include "simtest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Memory of a process killed with SIGKILL is returned; killing processes in
  * the middle of simgpu calls (lock held or not) never wedges the others. */
 #include "simtest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* NVML's per-process figures agree with what each process did: a process
  * is listed only once it has a context, its usedGpuMemory includes the
  * context overhead (256 MiB here), the v1/v2/v3 layouts and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* cuGetProcAddress(_v2): version selection, per-thread flag, status codes,
  * and that what it returns is what dlsym finds. */
 #include "simtest.h"

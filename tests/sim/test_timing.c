@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Timing model: event timing within 5% of the requested kernel time, stream
  * ordering, asynchronous launches completed by synchronisation, a full
  * launch queue (SIMGPU_QUEUE_DEPTH=4) blocks, graphs (explicit and captured)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* VMM, memory pools and arrays charge device memory and give it back like
  * the real driver (1 GiB device, no context overhead here). */
 #include "simtest.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The compute arbiter: its contract (join, leave, want, idle, done, next)
  * and the shares it delivers on a simulated non-preemptive device
  * (src/core/arbiter_model.h). Simulated time only: deterministic, so the

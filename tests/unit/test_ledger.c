@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Ledger: encode/decode round trip, corrupt inputs, limits, persistence. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Local API framing: round trip, truncated, oversized, bad magic/version,
  * malformed payloads. */
 #include <setjmp.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Placement: binpack and spread, memory fit, whole GPUs, refusal message. */
 #include <setjmp.h>
 #include <stdarg.h>

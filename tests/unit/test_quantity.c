@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* Quantities: every accepted form lands on the exact value, every rejected
  * one fails with -EINVAL and a message naming the field, the value and
  * what is accepted. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* The slice config parser and writer: what a daemon writes, the shim reads;
  * anything malformed is rejected with a message naming line, key and value. */
 #include <setjmp.h>

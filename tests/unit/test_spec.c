@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: Apache-2.0 */
 /* API specs: good files load with every field and default right; every bad
  * one is rejected with a message naming the file, the line, the API and
  * the field; allocation failure anywhere gives a clean -ENOMEM. */
