@@ -44,6 +44,11 @@ bool gs_slice_is_whole(const struct gs_slice *s)
         return s->milli >= 1000 && s->milli % 1000 == 0;
 }
 
+bool gs_slice_in_container(const struct gs_slice *s)
+{
+        return s->kind == GS_SLICE_KUBE || s->kind == GS_SLICE_DRA;
+}
+
 /* [A-Za-z0-9._-]{min,max} */
 static bool token_ok(const char *s, size_t min, size_t max)
 {
@@ -80,10 +85,19 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
                 return gs_error_set(err, -EINVAL, "slice %s: memory cap is 0", s->id);
         if (s->policy != GS_POLICY_SHARE && s->policy != GS_POLICY_CAP)
                 return gs_error_set(err, -EINVAL, "slice %s: unknown policy", s->id);
-        if (s->kind != GS_SLICE_LOCAL && s->kind != GS_SLICE_KUBE)
+        if (s->kind != GS_SLICE_LOCAL && s->kind != GS_SLICE_KUBE && s->kind != GS_SLICE_DRA)
                 return gs_error_set(err, -EINVAL, "slice %s: unknown kind", s->id);
-        if (s->kind == GS_SLICE_KUBE && s->pid != 0)
+        if (gs_slice_in_container(s) && s->pid != 0)
                 return gs_error_set(err, -EINVAL, "slice %s: a Kubernetes slice has no pid",
+                                    s->id);
+        if ((s->kind == GS_SLICE_DRA) != (s->claim.uid[0] != '\0') ||
+            (s->claim.uid[0] && (!token_ok(s->claim.uid, 1, GS_CLAIM_FIELD_MAX) ||
+                                 !token_ok(s->claim.request, 1, GS_CLAIM_FIELD_MAX) ||
+                                 (s->claim.share[0] &&
+                                  !token_ok(s->claim.share, 1, GS_CLAIM_FIELD_MAX)))))
+                return gs_error_set(err, -EINVAL,
+                                    "slice %s: a DRA slice names its claim's uid and request "
+                                    "(1-63 of [A-Za-z0-9._-]), and only a DRA slice does",
                                     s->id);
         if (s->units) {
                 struct gs_unit_set *set = malloc(sizeof(*set));
@@ -115,7 +129,8 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
 
 void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s)
 {
-        snprintf(s->id, sizeof(s->id), "%s%" PRIu64, s->kind == GS_SLICE_KUBE ? "k8s-" : "s",
+        snprintf(s->id, sizeof(s->id), "%s%" PRIu64,
+                 s->kind == GS_SLICE_KUBE ? "k8s-" : s->kind == GS_SLICE_DRA ? "dra-" : "s",
                  l->next_id);
         l->next_id++;
 }
@@ -219,6 +234,11 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                         sbuf_printf(&b, " name=%s", s->name);
                 if (s->kind == GS_SLICE_KUBE)
                         sbuf_printf(&b, " kind=k8s");
+                if (s->kind == GS_SLICE_DRA)
+                        sbuf_printf(&b, " kind=dra claim=%s request=%s", s->claim.uid,
+                                    s->claim.request);
+                if (s->kind == GS_SLICE_DRA && s->claim.share[0])
+                        sbuf_printf(&b, " share=%s", s->claim.share);
                 for (unsigned g = 0; g < s->n_gpus; g++)
                         sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 if (s->units && *s->units)
@@ -261,7 +281,7 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
 {
         static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",  "start",
                                             "uid", "created", "name", "gpu",    "kind",
-                                            "units" };
+                                            "units", "claim", "request", "share" };
         char *eq = strchr(tok, '=');
         if (!eq)
                 return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
@@ -305,12 +325,15 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
                 break;
         }
         case 10:
-                ok = strcmp(v, "k8s") == 0;
-                s->kind = GS_SLICE_KUBE;
+                ok = strcmp(v, "k8s") == 0 || strcmp(v, "dra") == 0;
+                s->kind = strcmp(v, "dra") == 0 ? GS_SLICE_DRA : GS_SLICE_KUBE;
                 break;
         case 11:
                 ok = !s->units && (s->units = strdup(v)) != NULL;
                 break;
+        case 12: ok = copy_token(s->claim.uid, sizeof(s->claim.uid), v); break;
+        case 13: ok = copy_token(s->claim.request, sizeof(s->claim.request), v); break;
+        case 14: ok = copy_token(s->claim.share, sizeof(s->claim.share), v); break;
         }
         if (!ok)
                 return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);
@@ -332,7 +355,7 @@ static int parse_slice_line(struct gs_ledger *l, char *rest, unsigned lineno, st
                 }
                 rest = sp ? sp + 1 : NULL;
         }
-        const unsigned required = 0x2FFu; /* every key but name (8), kind (10), units (11) */
+        const unsigned required = 0x2FFu; /* every key but name (8), kind (10) and above */
         if ((seen & required) != required) {
                 free(s.units);
                 return gs_error_set(err, -EINVAL, "line %u: slice lacks a required key", lineno);
@@ -408,6 +431,10 @@ static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
                 if (strncmp(id, "k8s-", 4) == 0 && parse_u64(id + 4, UINT64_MAX / 2 - 1, &n) &&
                     n >= l->next_id)
                         l->next_id = n + 1;
+                if (strncmp(id, "dra-", 4) == 0 && parse_u64(id + 4, UINT64_MAX / 2 - 1, &n) &&
+                    n >= l->next_id)
+                        return gs_error_set(err, -EINVAL, "slice %s is not below next_id %" PRIu64,
+                                            id, l->next_id);
         }
         return 0;
 }

@@ -17,7 +17,8 @@
  * "k8s-<n>" and pid=0 start=0 uid=0: it belongs to no local process and is
  * freed by the plugin when PodResources shows no pod holds it; its
  * `units=` token records the kubelet's unit ids it was allocated for
- * (range text, unit_ids.h). Ids of both kinds come from one counter,
+ * (range text, unit_ids.h). A DRA slice carries `kind=dra claim=<uid>
+ * request=<name>` and `share=<shareID>` when the result has one. Ids of all kinds come from one counter,
  * next_id, so none is reused across restarts. Anything else is rejected as
  * a whole. */
 #ifndef GS_LEDGER_H
@@ -47,6 +48,16 @@ struct gs_slice_gpu {
 enum gs_slice_kind {
         GS_SLICE_LOCAL = 0,   /* a local process (gpuslice run/up): freed when it exits */
         GS_SLICE_KUBE = 1,    /* a Kubernetes container: freed by the device plugin */
+        GS_SLICE_DRA = 2,     /* a share of a DRA claim: freed when the kubelet unprepares it */
+};
+
+#define GS_CLAIM_FIELD_MAX 63
+
+/* A DRA slice's claim: which share of which claim it is. */
+struct gs_slice_claim {
+        char uid[GS_CLAIM_FIELD_MAX + 1];     /* the ResourceClaim's metadata.uid */
+        char request[GS_CLAIM_FIELD_MAX + 1]; /* the claim's request this result is for */
+        char share[GS_CLAIM_FIELD_MAX + 1];   /* the result's shareID ("" when none) */
 };
 
 struct gs_slice {
@@ -66,6 +77,7 @@ struct gs_slice {
          * NULL. A slice inside the ledger owns it (gs_ledger_add copies
          * it, remove frees it); a copy of a ledger entry borrows it. */
         char *units;
+        struct gs_slice_claim claim;    /* GS_SLICE_DRA only */
 };
 
 struct gs_ledger {
@@ -82,6 +94,11 @@ void gs_ledger_done(struct gs_ledger *l);
 
 /* True when a slice is whole GPUs (milli a multiple of 1000). */
 bool gs_slice_is_whole(const struct gs_slice *s);
+
+/* True for a pod's slice (device plugin or DRA): its processes run in
+ * containers that see the slice's files where the node mounts them, it has
+ * no process of its own, and only its front-end frees it. */
+bool gs_slice_in_container(const struct gs_slice *s);
 
 /* Check a slice's fields (id, name, share, GPUs, policy) for validity.
  * Returns 0 or -EINVAL with a message. */

@@ -33,7 +33,7 @@ bool arb_member_learn_dir(struct arb_member *m, const char *dir)
  * now if that failed). */
 static bool member_dir_known(struct daemon *d, struct arb_member *m)
 {
-        if (m->kind != GS_SLICE_KUBE)
+        if (m->kind == GS_SLICE_LOCAL)
                 return false;
         if (m->dir_known)
                 return true;
@@ -95,7 +95,7 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
         }
         for (size_t i = 0; i < srv->n_members; i++) {
                 struct arb_member *m = srv->members[i];
-                if (m->kind == GS_SLICE_KUBE && m->dir_known && m->dir_dev == st.st_dev &&
+                if (m->kind != GS_SLICE_LOCAL && m->dir_known && m->dir_dev == st.st_dev &&
                     m->dir_ino == st.st_ino)
                         return m;
         }

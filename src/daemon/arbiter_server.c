@@ -217,7 +217,7 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         m->slot = slot;
         m->pid = s->pid;
         m->uid = s->uid;
-        if (s->kind == GS_SLICE_KUBE)
+        if (gs_slice_in_container(s))
                 arb_member_learn_dir(m, dir);
         m->milli = s->milli;
         m->policy = s->policy;
@@ -381,7 +381,7 @@ static void on_hello(struct daemon *d, struct arb_conn *c, const struct gs_arb_m
          * A Kubernetes container runs as whatever uid its image says, so a
          * uid proves nothing there and must not refuse it: the mount
          * identity member_of_pid matched is the proof. */
-        if (m->kind != GS_SLICE_KUBE && c->uid != 0 && c->uid != m->uid)
+        if (m->kind == GS_SLICE_LOCAL && c->uid != 0 && c->uid != m->uid)
                 return conn_refuse(c, EPERM, "the process's uid is not its slice's");
         c->m = m;
         c->hello = true;

@@ -114,7 +114,7 @@ int slices_reconcile(struct daemon *d)
         size_t kept = 0, freed = 0;
         for (size_t i = 0; i < l->n_slices;) {
                 const struct gs_slice *s = &l->slices[i];
-                if (s->kind == GS_SLICE_KUBE) {
+                if (gs_slice_in_container(s)) {
                         /* No local process: the kubelet plugin frees it once
                          * PodResources shows no pod holds it. */
                         if (!d->kube.enabled)
@@ -210,7 +210,9 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s,
         gs_proto_builder_add(b, "slice_pid", "%d", (int)s->pid);
         gs_proto_builder_add(b, "slice_uid", "%u", (unsigned)s->uid);
         gs_proto_builder_add(b, "slice_created", "%" PRId64, s->created);
-        gs_proto_builder_add(b, "slice_kind", "%s", s->kind == GS_SLICE_KUBE ? "kubernetes" : "local");
+        gs_proto_builder_add(b, "slice_kind", "%s", gs_slice_in_container(s) ? "kubernetes" : "local");
+        if (s->kind == GS_SLICE_DRA)
+                gs_proto_builder_add(b, "slice_claim", "%s", s->claim.uid);
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 gs_proto_builder_add(b, "slice_gpu", "%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 uint64_t used;
@@ -322,7 +324,7 @@ static int handle_release(struct daemon *d, const struct conn *c, const struct g
         struct gs_slice *s = gs_ledger_find(&d->node->ledger, id);
         if (!s)
                 return gs_error_set(err, -ENOENT, "no slice '%.64s'", id);
-        if (s->kind == GS_SLICE_KUBE)
+        if (gs_slice_in_container(s))
                 return gs_error_set(err, -EPERM,
                                     "slice %s belongs to a Kubernetes pod; it is freed when the "
                                     "kubelet no longer lists a pod holding it", s->id);

@@ -84,6 +84,8 @@ struct node_request {
         uid_t uid;
         /* Kubernetes: the kubelet's unit ids (range text, unit_ids.h) */
         const char *units;
+        /* DRA: which share of which claim (copied) */
+        const struct gs_slice_claim *claim;
         /* placement hints (gs_placement_request) */
         bool prefer;
         unsigned preferred_gpu;    /* inventory position */

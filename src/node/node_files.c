@@ -63,7 +63,7 @@ static int slice_conf_of(const struct node *n, const struct gs_slice *s,
         snprintf(c.gpu_uuid, sizeof(c.gpu_uuid), "%s", s->gpus[0].uuid);
         /* A container sees its slice directory and the daemon's socket
          * where they are mounted. */
-        if (s->kind == GS_SLICE_KUBE) {
+        if (gs_slice_in_container(s)) {
                 snprintf(c.slice_dir, sizeof(c.slice_dir), "%s", NODE_CONTAINER_SLICE_DIR);
                 node_container_socket_path(n, c.daemon_socket, sizeof(c.daemon_socket));
         } else {
@@ -83,7 +83,7 @@ static int write_dir(const struct node *n, const struct gs_slice *s, struct gs_e
 {
         char dir[NODE_PATH_MAX];
         node_slice_dir_path(n, s->id, dir, sizeof(dir));
-        mode_t mode = s->kind == GS_SLICE_KUBE ? NODE_KUBE_DIR_MODE : NODE_LOCAL_DIR_MODE;
+        mode_t mode = gs_slice_in_container(s) ? NODE_KUBE_DIR_MODE : NODE_LOCAL_DIR_MODE;
         if (mkdir(dir, mode) < 0 && errno != EEXIST)
                 return gs_error_set(err, -errno, "cannot create slice directory %s: %s", dir,
                                     strerror(errno));

@@ -25,6 +25,8 @@ static int fill_slice(const struct node *n, const struct node_request *req,
                                 .policy = req->has_policy ? req->policy : n->compute_policy,
                                 .created = (int64_t)time(NULL),
                                 .units = (char *)req->units };
+        if (req->claim)
+                s->claim = *req->claim;
         if (req->kind == GS_SLICE_LOCAL) {
                 s->pid = req->pid;
                 s->start_time = req->start_time;
@@ -87,7 +89,7 @@ int node_slice_prepare_locked(struct node *n, const struct node_request *req,
         n->generation++;
         char mem[32];
         gs_log_info("slice %s created (%s, %s): %" PRIu32 "m, memory %s, on GPU %u (%s)%s%s",
-                    rec->id, rec->kind == GS_SLICE_KUBE ? "Kubernetes" : "local", be->name,
+                    rec->id, rec->kind == GS_SLICE_KUBE ? "Kubernetes" : rec->kind == GS_SLICE_DRA ? "DRA" : "local", be->name,
                     rec->milli,
                     rec->memory_cap ? gs_bytes_human(rec->memory_cap, mem, sizeof(mem)) : "whole",
                     rec->gpus[0].index, rec->gpus[0].uuid, rec->name[0] ? " name " : "",
@@ -104,7 +106,7 @@ int node_slice_release_locked(struct node *n, const char *id, const char *why)
         if (!s)
                 return -ENOENT;
         gs_log_info("slice %s freed (%" PRIu32 "m on %s%s): %s", idc, s->milli, s->gpus[0].uuid,
-                    s->kind == GS_SLICE_KUBE ? ", Kubernetes" : "", why);
+                    gs_slice_in_container(s) ? ", Kubernetes" : "", why);
         if (n->observer.slice_removed)
                 n->observer.slice_removed(n->observer.ctx, s, why);
         node_backend_release(node_backend_of(s), n, s);

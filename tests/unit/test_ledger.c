@@ -272,10 +272,51 @@ static void kube_slices(void **state)
         gs_ledger_done(&back);
 }
 
+/* DRA slices: kind=dra with their claim's uid, request and shareID; the
+ * fields belong to DRA slices only, and round-trip. */
+static void dra_slices(void **state)
+{
+        (void)state;
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice d = make_slice(&l, 300, "");
+        d.kind = GS_SLICE_DRA;
+        d.pid = 0;
+        d.start_time = 0;
+        d.uid = 0;
+        assert_int_equal(gs_ledger_add(&l, &d, NULL), -EINVAL); /* no claim */
+        snprintf(d.claim.uid, sizeof(d.claim.uid), "0b7f2c1e-4d3a-4c5b-9e8f-1a2b3c4d5e6f");
+        snprintf(d.claim.request, sizeof(d.claim.request), "gpu");
+        snprintf(d.claim.share, sizeof(d.claim.share), "9d0c8b7a-6f5e-4d3c-8b2a-1f0e9d8c7b6a");
+        assert_int_equal(gs_ledger_add(&l, &d, NULL), 0);
+        struct gs_slice local = make_slice(&l, 100, "");
+        local.claim = d.claim;
+        assert_int_equal(gs_ledger_add(&l, &local, NULL), -EINVAL); /* a claim on a local one */
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_ledger_encode(&l, &text, &len), 0);
+        assert_non_null(strstr(text, " kind=dra claim=0b7f2c1e-4d3a-4c5b-9e8f-1a2b3c4d5e6f "
+                                     "request=gpu share=9d0c8b7a"));
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), 0);
+        assert_int_equal(back.n_slices, 1);
+        assert_memory_equal(&back.slices[0], &l.slices[0], sizeof(struct gs_slice));
+        gs_free(text);
+        static const char *const bad =
+                "gpuslice-ledger 1\nnext_id 1\nslice id=dra-1 milli=300 memory=2097152 "
+                "policy=share pid=0 start=0 uid=0 created=2 kind=dra request=gpu gpu=0,G\nend 1\n";
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_ledger_decode(&back, bad, strlen(bad), &err), -EINVAL);
+        gs_error_free(err);
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(round_trip),     cmocka_unit_test(kube_slices),
+                cmocka_unit_test(dra_slices),
                 cmocka_unit_test(corrupt_inputs), cmocka_unit_test(limits),
                 cmocka_unit_test(save_and_load),  cmocka_unit_test(oom),
                 cmocka_unit_test(dir_sync_fails),
