@@ -5,8 +5,18 @@
  * limit (the request defaults to it; extended resources cannot be
  * overcommitted). --runtime-class NAME sets each Deployment's pod
  * runtimeClassName (the NVIDIA runtime gives containers the driver's
- * libraries; not needed where it is the node's default). Output is YAML on
- * stdout, every string double-quoted. */
+ * libraries; not needed where it is the node's default).
+ *
+ * --dra asks the DRA driver gpu.gpuslice.io instead: each API also gets a
+ * ResourceClaimTemplate <api>-gpu (resource.k8s.io/v1) whose one request
+ * `gpu` asks a device of the DeviceClass gpu.gpuslice.io for the consumable
+ * capacities milli (the share) and memory (gpu_memory, when given), with the
+ * compute policy in an opaque SliceConfig; whole GPUs are `count: N` devices
+ * of milli 1000 each. The pod references the template and the container the
+ * claim, and asks for no gpuslice.io/gpu-milli. The DeviceClass itself is
+ * cluster-scoped and comes with deploy/components/dra, not from here.
+ *
+ * Output is YAML on stdout, every string double-quoted. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -15,11 +25,21 @@
 #include <string.h>
 
 #include "cli.h"
+#include "compute_policy.h"
 #include "error.h"
 #include "quantity.h"
 #include "spec.h"
 
 int cmd_render(int argc, char **argv);
+
+/* The DRA driver's names: DRA_DRIVER_NAME (src/kube/dra_plugin.h) and
+ * DRA_CONFIG_API / DRA_CONFIG_KIND (src/kube/dra_claim.h); the render test
+ * checks that they agree. */
+#define RENDER_DRA_DRIVER "gpu.gpuslice.io"
+#define RENDER_DRA_CLASS RENDER_DRA_DRIVER
+#define RENDER_DRA_CONFIG_API "gpu.gpuslice.io/v1alpha1"
+#define RENDER_DRA_CONFIG_KIND "SliceConfig"
+#define RENDER_DRA_CLAIM "gpu" /* the pod's claim and the template's request */
 
 /* A YAML double-quoted scalar: ", \ and control bytes escaped. */
 static void qstr(FILE *f, const char *s)
@@ -44,7 +64,10 @@ static void labels(FILE *f, const char *indent, const char *name)
         fprintf(f, "%sapp.kubernetes.io/managed-by: \"gpuslice\"\n", indent);
 }
 
-static void metadata(FILE *f, const char *name, const char *ns)
+/* An object's metadata: its name, namespace and the labels of the API
+ * `app` (an object of that API, such as its claim template, carries the
+ * API's labels). */
+static void metadata_of(FILE *f, const char *name, const char *ns, const char *app)
 {
         fputs("metadata:\n  name: ", f);
         qstr(f, name);
@@ -55,7 +78,12 @@ static void metadata(FILE *f, const char *name, const char *ns)
                 fputc('\n', f);
         }
         fputs("  labels:\n", f);
-        labels(f, "    ", name);
+        labels(f, "    ", app);
+}
+
+static void metadata(FILE *f, const char *name, const char *ns)
+{
+        metadata_of(f, name, ns, name);
 }
 
 /* Whether `s` is a DNS-1123 subdomain (what Kubernetes accepts as a
@@ -83,10 +111,86 @@ static bool dns_subdomain_valid(const char *s)
         return true;
 }
 
+/* The name of an API's claim template, <api>-gpu (the API's name is a DNS
+ * label of at most 63 bytes, so the buffer always holds it). */
+static void claim_template_name(const struct gs_api_spec *a, char *buf, size_t size)
+{
+        snprintf(buf, size, "%s-%s", a->name, RENDER_DRA_CLAIM);
+}
+
+/* The ResourceClaimTemplate of an API: one request for a device of the
+ * class gpu.gpuslice.io with the share as milli and gpu_memory (if given)
+ * as memory; whole GPUs are `count` devices of milli 1000 each. A slice's
+ * compute policy goes to the driver in an opaque SliceConfig: always the
+ * spec's (`share` unless it says `cap`), so that the claim means what the
+ * spec means whatever the daemon's own --compute-policy default. Whole GPUs
+ * have no policy (the spec refuses one for them). */
+static void render_claim_template(FILE *f, const struct gs_api_spec *a, const char *ns)
+{
+        char name[GS_API_NAME_MAX + 16], q[64];
+        uint32_t milli = a->compute.gpu_milli;
+        bool whole = milli >= GS_MILLI_PER_GPU;
+
+        claim_template_name(a, name, sizeof(name));
+        fputs("---\napiVersion: resource.k8s.io/v1\nkind: ResourceClaimTemplate\n", f);
+        metadata_of(f, name, ns, a->name);
+        fputs("spec:\n  spec:\n    devices:\n      requests:\n"
+              "      - name: \"" RENDER_DRA_CLAIM "\"\n        exactly:\n"
+              "          deviceClassName: \"" RENDER_DRA_CLASS "\"\n", f);
+        if (whole)
+                fprintf(f, "          count: %" PRIu32 "\n", milli / GS_MILLI_PER_GPU);
+        fprintf(f, "          capacity:\n            requests:\n              milli: \"%" PRIu32
+                   "\"\n", whole ? (uint32_t)GS_MILLI_PER_GPU : milli);
+        if (!whole && a->compute.gpu_memory &&
+            gs_memory_quantity_format(a->compute.gpu_memory, q, sizeof(q)) >= 0)
+                fprintf(f, "              memory: \"%s\"\n", q);
+        if (whole)
+                return;
+        fputs("      config:\n      - requests: [\"" RENDER_DRA_CLAIM "\"]\n"
+              "        opaque:\n          driver: \"" RENDER_DRA_DRIVER "\"\n"
+              "          parameters:\n"
+              "            apiVersion: \"" RENDER_DRA_CONFIG_API "\"\n"
+              "            kind: \"" RENDER_DRA_CONFIG_KIND "\"\n", f);
+        fprintf(f, "            policy: \"%s\"\n", gs_compute_policy_name(a->compute.policy));
+}
+
+/* The container's resources: the claim (--dra) or gpuslice.io/gpu-milli,
+ * and cpu and mem as both limit and request. */
+static void render_resources(FILE *f, const struct gs_api_spec *a, bool dra)
+{
+        char cpu[64] = "", mem[64] = "";
+        if (a->compute.cpu_milli)
+                gs_cpu_quantity_format(a->compute.cpu_milli, cpu, sizeof(cpu));
+        if (a->compute.mem)
+                gs_memory_quantity_format(a->compute.mem, mem, sizeof(mem));
+        bool native = cpu[0] || mem[0];
+
+        fputs("        resources:\n", f);
+        if (dra)
+                fputs("          claims:\n          - name: \"" RENDER_DRA_CLAIM "\"\n", f);
+        if (!dra || native)
+                fputs("          limits:\n", f);
+        if (!dra)
+                fprintf(f, "            gpuslice.io/gpu-milli: \"%" PRIu32 "\"\n",
+                        a->compute.gpu_milli);
+        if (!native)
+                return;
+        for (int req = 0; req < 2; req++) {
+                if (req)
+                        fputs("          requests:\n", f);
+                if (cpu[0])
+                        fprintf(f, "            cpu: \"%s\"\n", cpu);
+                if (mem[0])
+                        fprintf(f, "            memory: \"%s\"\n", mem);
+        }
+}
+
 static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
-                       const char *runtime_class)
+                       const char *runtime_class, bool dra)
 {
         char q[64];
+        if (dra)
+                render_claim_template(f, a, ns);
         fputs("---\napiVersion: apps/v1\nkind: Deployment\n", f);
         metadata(f, a->name, ns);
         fprintf(f, "spec:\n  replicas: %" PRIu32 "\n  selector:\n    matchLabels:\n",
@@ -103,6 +207,14 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
         if (runtime_class) {
                 fputs("      runtimeClassName: ", f);
                 qstr(f, runtime_class);
+                fputc('\n', f);
+        }
+        if (dra) {
+                char name[GS_API_NAME_MAX + 16];
+                claim_template_name(a, name, sizeof(name));
+                fputs("      resourceClaims:\n      - name: \"" RENDER_DRA_CLAIM "\"\n"
+                      "        resourceClaimTemplateName: ", f);
+                qstr(f, name);
                 fputc('\n', f);
         }
         fputs("      containers:\n      - name: ", f);
@@ -130,20 +242,7 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
                         fputc('\n', f);
                 }
         }
-        fputs("        resources:\n          limits:\n", f);
-        fprintf(f, "            gpuslice.io/gpu-milli: \"%" PRIu32 "\"\n", a->compute.gpu_milli);
-        if (a->compute.cpu_milli && gs_cpu_quantity_format(a->compute.cpu_milli, q, sizeof(q)) >= 0)
-                fprintf(f, "            cpu: \"%s\"\n", q);
-        if (a->compute.mem && gs_memory_quantity_format(a->compute.mem, q, sizeof(q)) >= 0)
-                fprintf(f, "            memory: \"%s\"\n", q);
-        if (a->compute.cpu_milli || a->compute.mem) {
-                fputs("          requests:\n", f);
-                if (a->compute.cpu_milli &&
-                    gs_cpu_quantity_format(a->compute.cpu_milli, q, sizeof(q)) >= 0)
-                        fprintf(f, "            cpu: \"%s\"\n", q);
-                if (a->compute.mem && gs_memory_quantity_format(a->compute.mem, q, sizeof(q)) >= 0)
-                        fprintf(f, "            memory: \"%s\"\n", q);
-        }
+        render_resources(f, a, dra);
         fputs("---\napiVersion: v1\nkind: Service\n", f);
         metadata(f, a->name, ns);
         fputs("spec:\n  selector:\n", f);
@@ -154,10 +253,14 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
 
 static void usage(FILE *f)
 {
-        fputs("usage: gpuslice render [--namespace NS] [--runtime-class NAME] apis.yaml\n"
+        fputs("usage: gpuslice render [--namespace NS] [--runtime-class NAME] [--dra] apis.yaml\n"
               "Print a Deployment and a Service per API, asking for gpuslice.io/gpu-milli.\n"
               "  --runtime-class NAME  the pods' runtimeClassName: use --runtime-class nvidia\n"
-              "                        unless the NVIDIA runtime is the nodes' default\n",
+              "                        unless the NVIDIA runtime is the nodes' default\n"
+              "  --dra                 ask the DRA driver " RENDER_DRA_DRIVER " instead: a\n"
+              "                        ResourceClaimTemplate <api>-gpu per API (milli, memory,\n"
+              "                        policy) that the pods claim (Kubernetes 1.36+; the\n"
+              "                        DeviceClass is in deploy/components/dra)\n",
               f);
 }
 
@@ -166,10 +269,12 @@ int cmd_render(int argc, char **argv)
         static const struct option longopts[] = {
                 {"namespace", required_argument, NULL, 'n'},
                 {"runtime-class", required_argument, NULL, 'r'},
+                {"dra", no_argument, NULL, 'd'},
                 {"help", no_argument, NULL, 'h'},
                 {0},
         };
         const char *ns = NULL, *runtime_class = NULL;
+        bool dra = false;
         int c;
         optind = 1;
         while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
@@ -189,6 +294,9 @@ int cmd_render(int argc, char **argv)
                                 return CLI_EXIT_USAGE;
                         }
                         runtime_class = optarg;
+                        break;
+                case 'd':
+                        dra = true;
                         break;
                 case 'h':
                         usage(stdout);
@@ -216,13 +324,14 @@ int cmd_render(int argc, char **argv)
                                 spec->source, a->line, a->name);
                         return CLI_EXIT_FAILURE;
                 }
-                if (a->compute.gpu_memory)
+                if (a->compute.gpu_memory && !dra)
                         fprintf(stderr, "gpuslice render: note: API %s: gpu_memory is not "
                                         "passed through the device plugin; the slice gets "
-                                        "share x GPU memory\n", a->name);
+                                        "share x GPU memory (render --dra passes it)\n",
+                                a->name);
         }
         for (size_t i = 0; i < spec->n_apis; i++)
-                render_api(stdout, &spec->apis[i], ns, runtime_class);
+                render_api(stdout, &spec->apis[i], ns, runtime_class, dra);
         if (fflush(stdout) != 0) {
                 fprintf(stderr, "gpuslice render: cannot write: %s\n", strerror(errno));
                 return CLI_EXIT_FAILURE;

@@ -2,7 +2,11 @@
 """deploy/, a kustomize base: the DaemonSet mounts every host path the device
 plugin hands to the kubelet in Allocate answers (at the host's own paths),
 keeps its state on disk, installs the shim there, runs on labelled nodes
-under the NVIDIA runtime, and asks for no more privilege than it needs.
+under the NVIDIA runtime, and asks for no more privilege than it needs. The
+DRA component (deploy/components/dra) adds --dra, a token, NODE_NAME and the
+kubelet's plugin and CDI directories at their own paths, RBAC with only the
+verbs the driver uses, bound to the base's ServiceAccount, and a policy that
+keeps that account to its own node's ResourceSlices.
 Read from the files themselves (no kubectl: kube_manifests renders and
 validates them)."""
 import os
@@ -129,7 +133,96 @@ def main():
     assert [(o["kind"], o["metadata"]["name"], o["handler"]) for o in rcs] == \
         [("RuntimeClass", "nvidia", "nvidia")], rcs
     assert not any(o["kind"] == "RuntimeClass" for o in objs), "no RuntimeClass in the base"
+
+    check_dra(kust, ds, sa)
     print("PASS deploy")
+
+
+def check_dra(kust, ds, sa):
+    """deploy/components/dra against the base it patches."""
+    comp = os.path.join(DEPLOY, "components/dra")
+    ck = yaml.safe_load(open(os.path.join(comp, "kustomization.yaml")))
+    assert ck["kind"] == "Component", ck["kind"]
+    objs = [o for r in ck["resources"] for o in load_all(os.path.join(comp, r))]
+    by = {o["kind"]: o for o in objs}
+    assert sorted(by) == ["ClusterRole", "ClusterRoleBinding", "DeviceClass",
+                          "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"], sorted(by)
+    assert len(by) == len(objs), "one object of each kind"
+    assert not any("namespace" in o["metadata"] for o in objs), "all cluster-scoped"
+
+    # The DaemonSet patches: the merge patch names the base's DaemonSet and
+    # container; the JSON patch checks the container before appending --dra.
+    smp = [p for p in ck["patches"] if "path" in p]
+    jp = [p for p in ck["patches"] if "patch" in p]
+    assert len(smp) == 1 and len(jp) == 1, ck["patches"]
+    patch = yaml.safe_load(open(os.path.join(comp, smp[0]["path"])))
+    assert (patch["kind"], patch["metadata"]["name"]) == ("DaemonSet", ds["metadata"]["name"])
+    pspec = patch["spec"]["template"]["spec"]
+    assert pspec["automountServiceAccountToken"] is True, "the driver needs its token"
+    assert [c["name"] for c in pspec["containers"]] == ["gpusliced"], pspec["containers"]
+    base_c = ds["spec"]["template"]["spec"]["containers"]
+    assert base_c[0]["name"] == "gpusliced", "the JSON patch addresses containers/0"
+    ops = yaml.safe_load(jp[0]["patch"])
+    assert jp[0]["target"] == {"group": "apps", "version": "v1", "kind": "DaemonSet",
+                               "name": ds["metadata"]["name"]}, jp[0]["target"]
+    assert ops == [{"op": "test", "path": "/spec/template/spec/containers/0/name",
+                    "value": "gpusliced"},
+                   {"op": "add", "path": "/spec/template/spec/containers/0/args/-",
+                    "value": "--dra"}], ops
+    assert "--kubelet" in base_c[0]["args"], "both paths over one ledger: --kubelet stays"
+    c = pspec["containers"][0]
+    assert c["env"] == [{"name": "NODE_NAME",
+                         "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}], c["env"]
+    base_vols = {v["name"] for v in ds["spec"]["template"]["spec"]["volumes"]}
+    vols = {v["name"]: v["hostPath"] for v in pspec["volumes"]}
+    assert not base_vols & set(vols), "new volume names only: %s" % (base_vols & set(vols))
+    mounts = {vols[m["name"]]["path"]: m for m in c["volumeMounts"]}
+    assert sorted(mounts) == ["/var/lib/kubelet/plugins/gpu.gpuslice.io",
+                              "/var/lib/kubelet/plugins_registry", "/var/run/cdi"], sorted(mounts)
+    for path, m in mounts.items():
+        assert m["mountPath"] == path and not m.get("readOnly"), m
+    types = {hp["path"]: hp["type"] for hp in vols.values()}
+    assert types == {"/var/lib/kubelet/plugins_registry": "Directory",
+                     "/var/lib/kubelet/plugins/gpu.gpuslice.io": "DirectoryOrCreate",
+                     "/var/run/cdi": "DirectoryOrCreate"}, types
+
+    # RBAC: exactly the driver's verbs (no eviction yet), for the base's
+    # ServiceAccount in the base's namespace.
+    rules = {(g, r): sorted(rule["verbs"]) for rule in by["ClusterRole"]["rules"]
+             for g in rule["apiGroups"] for r in rule["resources"]}
+    assert rules == {
+        ("resource.k8s.io", "resourceslices"): sorted(["get", "list", "watch", "create",
+                                                       "update", "patch", "delete"]),
+        ("resource.k8s.io", "resourceclaims"): ["get"],
+        ("", "nodes"): ["get"],
+    }, rules
+    crb = by["ClusterRoleBinding"]
+    assert crb["roleRef"]["name"] == by["ClusterRole"]["metadata"]["name"], crb["roleRef"]
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                "namespace": kust["namespace"]}], crb["subjects"]
+
+    # The admission policy: the same account, its own node, only this driver.
+    vap = by["ValidatingAdmissionPolicy"]["spec"]
+    user = "system:serviceaccount:%s:%s" % (kust["namespace"], sa["metadata"]["name"])
+    assert [m["expression"] for m in vap["matchConditions"]] == \
+        ['request.userInfo.username == "%s"' % user], vap["matchConditions"]
+    assert vap["failurePolicy"] == "Fail"
+    rr = vap["matchConstraints"]["resourceRules"]
+    assert rr == [{"apiGroups": ["resource.k8s.io"], "apiVersions": ["*"],
+                   "operations": ["CREATE", "UPDATE", "DELETE"],
+                   "resources": ["resourceslices"]}], rr
+    exprs = " ".join(v["expression"] for v in vap["variables"] + vap["validations"])
+    for want in ("authentication.kubernetes.io/node-name", "oldObject", "nodeName",
+                 's.spec.driver == "gpu.gpuslice.io"'):
+        assert want in exprs, "%r not in the policy" % want
+    vb = by["ValidatingAdmissionPolicyBinding"]["spec"]
+    assert vb == {"policyName": by["ValidatingAdmissionPolicy"]["metadata"]["name"],
+                  "validationActions": ["Deny"]}, vb
+
+    dc = by["DeviceClass"]
+    assert dc["apiVersion"] == "resource.k8s.io/v1" and dc["metadata"]["name"] == "gpu.gpuslice.io"
+    assert dc["spec"] == {"selectors": [{"cel": {"expression":
+                                                 'device.driver == "gpu.gpuslice.io"'}}]}, dc
 
 
 if __name__ == "__main__":

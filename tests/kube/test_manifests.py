@@ -2,8 +2,10 @@
 """Every Kubernetes object gpuslice ships or prints is valid against the
 upstream OpenAPI schemas: the kustomize base deploy/ (rendered by kubectl
 kustomize, alone, in an overlay with the RuntimeClass component and a
-retagged image, and in one without runtimeClassName), deploy/example-pod.yaml, and what `gpuslice render` prints
-for examples/apis.yaml and for the render test's spec. The schemas are those
+retagged image, in one without runtimeClassName, and in one with the DRA
+component deploy/components/dra), deploy/example-pod.yaml, and what
+`gpuslice render` prints (with and without --dra) for examples/apis.yaml and
+for the render test's specs. The schemas are those
 of the npm package kubernetes-models 5.1.x, run by tests/kube/validate_k8s.js
 in Node; validate_k8s.js also rejects fields the schemas do not define, and
 its self-check (run first) proves that broken objects are refused.
@@ -116,6 +118,63 @@ def kinds(objs):
     return sorted(o["kind"] for o in objs)
 
 
+CLUSTER_SCOPED = {"ClusterRole", "ClusterRoleBinding", "DeviceClass", "RuntimeClass",
+                  "ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"}
+
+
+def overlay(d, name, body):
+    """An overlay in d/name whose kustomization is `body`, with {deploy}
+    standing for the (relative) path of deploy/."""
+    ov = os.path.join(d, name)
+    os.mkdir(ov)
+    with open(os.path.join(ov, "kustomization.yaml"), "w") as f:
+        f.write(body.format(deploy=os.path.relpath(os.path.join(ROOT, "deploy"), ov)))
+    return ov
+
+
+def check_dra_overlay(objs):
+    """The base with components/dra, as kubectl kustomize renders it: the
+    DaemonSet is the DRA variant (both paths, token, NODE_NAME, host paths),
+    and the cluster-scoped objects come along without a namespace."""
+    assert kinds(objs) == ["ClusterRole", "ClusterRoleBinding", "DaemonSet", "DeviceClass",
+                           "ServiceAccount", "ValidatingAdmissionPolicy",
+                           "ValidatingAdmissionPolicyBinding"], kinds(objs)
+    for o in objs:
+        if o["kind"] in CLUSTER_SCOPED:
+            assert "namespace" not in o["metadata"], "%s is cluster-scoped" % o["kind"]
+        else:
+            assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
+    by = {o["kind"]: o for o in objs}
+    pod = by["DaemonSet"]["spec"]["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is True, "the DRA driver needs its token"
+    c = next(x for x in pod["containers"] if x["name"] == "gpusliced")
+    assert c["args"][0] == "--kubelet" and c["args"].count("--dra") == 1, c["args"]
+    assert c["args"].count("--kubelet") == 1 and "--state-dir" in c["args"], c["args"]
+    env = {e["name"]: e for e in c["env"]}
+    assert env["NODE_NAME"] == {"name": "NODE_NAME",
+                                "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}, env
+    assert env["NVIDIA_VISIBLE_DEVICES"]["value"] == "all", "the base's env is kept"
+    host = {v["name"]: v["hostPath"] for v in pod["volumes"] if "hostPath" in v}
+    mounts = {host[m["name"]]["path"]: m["mountPath"] for m in c["volumeMounts"]}
+    for p in ("/var/lib/kubelet/plugins_registry", "/var/lib/kubelet/plugins/gpu.gpuslice.io",
+              "/var/run/cdi", "/var/lib/kubelet/device-plugins", "/var/lib/gpuslice",
+              "/run/gpuslice"):
+        assert mounts.get(p) == p, "%s not mounted at its own path: %s" % (p, mounts)
+    assert len(pod["volumes"]) == len({v["name"] for v in pod["volumes"]}) == 7, pod["volumes"]
+    sa = by["ServiceAccount"]["metadata"]
+    crb = by["ClusterRoleBinding"]
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": sa["name"],
+                                "namespace": sa["namespace"]}], crb["subjects"]
+    assert crb["roleRef"] == {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                              "name": by["ClusterRole"]["metadata"]["name"]}, crb["roleRef"]
+    user = "system:serviceaccount:%s:%s" % (sa["namespace"], sa["name"])
+    vap = by["ValidatingAdmissionPolicy"]
+    assert any(user in m["expression"] for m in vap["spec"]["matchConditions"]), vap["spec"]
+    assert by["ValidatingAdmissionPolicyBinding"]["spec"] == {
+        "policyName": vap["metadata"]["name"], "validationActions": ["Deny"]}
+    assert by["DeviceClass"]["metadata"]["name"] == "gpu.gpuslice.io"
+
+
 def main():
     k = kubectl()
     nodejs = node()
@@ -171,6 +230,44 @@ def main():
         assert "runtimeClassName" not in ds["spec"]["template"]["spec"], "patched out"
         items += [("overlay without runtimeClassName", o) for o in plain]
 
+        # The DRA variant: the component alone, and with the RuntimeClass
+        # component and a retagged image.
+        dra = kustomize(k, overlay(d, "dra", "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+                                   "kind: Kustomization\nresources:\n- {deploy}\n"
+                                   "components:\n- {deploy}/components/dra\n"))
+        check_dra_overlay(dra)
+        items += [("overlay with components/dra", o) for o in dra]
+        both = kustomize(k, overlay(d, "dra-runtimeclass",
+                                    "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+                                    "kind: Kustomization\nresources:\n- {deploy}\ncomponents:\n"
+                                    "- {deploy}/components/dra\n"
+                                    "- {deploy}/components/nvidia-runtimeclass\n"
+                                    "images:\n- name: gpuslice\n"
+                                    "  newName: registry.example/gpuslice\n"
+                                    "  newTag: 0.1.0-test\n"))
+        assert kinds(both) == sorted(kinds(dra) + ["RuntimeClass"]), kinds(both)
+        ds = next(o for o in both if o["kind"] == "DaemonSet")
+        pod = ds["spec"]["template"]["spec"]
+        images = {c["image"] for c in pod["containers"] + pod["initContainers"]}
+        assert images == {"registry.example/gpuslice:0.1.0-test"}, images
+        items += [("overlay with components/dra and nvidia-runtimeclass", o) for o in both]
+        # DRA alone, with the patch docs/kubernetes.md gives: --kubelet removed.
+        alone = kustomize(k, overlay(d, "dra-alone",
+                                     "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+                                     "kind: Kustomization\nresources:\n- {deploy}\ncomponents:\n"
+                                     "- {deploy}/components/dra\npatches:\n"
+                                     "- target: {{kind: DaemonSet, name: gpusliced}}\n"
+                                     "  patch: |\n"
+                                     "    - op: test\n"
+                                     "      path: /spec/template/spec/containers/0/args/0\n"
+                                     "      value: --kubelet\n"
+                                     "    - op: remove\n"
+                                     "      path: /spec/template/spec/containers/0/args/0\n"))
+        ds = next(o for o in alone if o["kind"] == "DaemonSet")
+        args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
+        assert "--kubelet" not in args and args[-1] == "--dra", args
+        items += [("overlay with components/dra, no --kubelet", o) for o in alone]
+
         with open(os.path.join(ROOT, "deploy/example-pod.yaml")) as f:
             items += [("deploy/example-pod.yaml", o) for o in docs(f.read())]
 
@@ -184,20 +281,31 @@ def main():
         with open(spec, "w") as f:
             yaml.safe_dump(apis, f)
         sys.path.insert(0, HERE)
-        from test_render import SPEC  # noqa: E402 (env, cpu, mem, replicas, whole GPUs)
+        from test_render import SPEC, DRA_SPEC  # noqa: E402 (env, cpu, mem, replicas, whole GPUs)
         spec2 = os.path.join(d, "render-test.yaml")
         with open(spec2, "w") as f:
             f.write(SPEC)
-        for s, label in ((spec, "examples/apis.yaml"), (spec2, "test_render SPEC")):
-            for extra in ([], ["--runtime-class", "nvidia", "--namespace", "ml"]):
+        spec3 = os.path.join(d, "render-dra.yaml")
+        with open(spec3, "w") as f:
+            f.write(DRA_SPEC)
+        templates = []
+        for s, label in ((spec, "examples/apis.yaml"), (spec2, "test_render SPEC"),
+                         (spec3, "test_render DRA_SPEC")):
+            for extra in ([], ["--runtime-class", "nvidia", "--namespace", "ml"], ["--dra"],
+                          ["--dra", "--runtime-class", "nvidia", "--namespace", "ml"]):
                 objs = render(*extra, s)
-                assert objs and len(objs) % 2 == 0, "a Deployment and a Service per API"
-                if extra:
+                per_api = ["ResourceClaimTemplate", "Deployment", "Service"] if "--dra" in extra \
+                    else ["Deployment", "Service"]
+                assert objs and [o["kind"] for o in objs] == \
+                    per_api * (len(objs) // len(per_api)), "%s per API" % ", ".join(per_api)
+                if "--runtime-class" in extra:
                     deps = [o for o in objs if o["kind"] == "Deployment"]
                     assert deps and all(o["spec"]["template"]["spec"]["runtimeClassName"] ==
                                         "nvidia" for o in deps), "--runtime-class nvidia"
+                templates += [o for o in objs if o["kind"] == "ResourceClaimTemplate"]
                 items += [("render %s%s" % (" ".join(extra) + " " if extra else "", label), o)
                           for o in objs]
+        assert len(templates) == 2 * (len(apis) + 2 + 4), len(templates)
 
         r = validate(nodejs, modules, items, d, "all")
         sys.stdout.write(r.stdout + r.stderr)
@@ -219,6 +327,22 @@ def main():
         pod["spec"]["containers"][0]["resources"]["limits"]["gpuslice.io/gpu-milli"] = "300m"
         r = validate(nodejs, modules, [("pod asking 300m", pod)], d, "bad2")
         assert r.returncode == 1 and "must be an integer" in r.stdout, r.stdout + r.stderr
+        # A rendered claim template with its claim spec one level too high and
+        # a count as a string; a rendered Deployment whose container claims a
+        # claim its pod lacks.
+        t = copy.deepcopy(templates[0])
+        t["spec"]["devices"] = t["spec"]["spec"]["devices"]
+        t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["count"] = "2"
+        dep = copy.deepcopy(next(o for o in items if o[1]["kind"] == "Deployment" and
+                                 "resourceClaims" in o[1]["spec"]["template"]["spec"])[1])
+        dep["spec"]["template"]["spec"]["resourceClaims"][0]["name"] = "gpus"
+        r = validate(nodejs, modules, [("broken claim template", t), ("broken claim", dep)],
+                     d, "bad3")
+        assert r.returncode == 1, r.stdout + r.stderr
+        for want in ("unknown field spec.devices", "count must be integer",
+                     "gpu is not one of the pod's resourceClaims"):
+            assert want in r.stdout, "%r not reported:\n%s" % (want, r.stdout)
+        assert "validate_k8s: 2 objects, 2 failed" in r.stdout, r.stdout
     print("PASS manifests: %d objects valid" % len(items))
 
 
