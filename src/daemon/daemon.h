@@ -63,6 +63,31 @@ struct kubelet_args {
         unsigned pod_poll_ms, health_poll_ms; /* 0: default */
 };
 
+struct daemon;
+
+/* A front-end gpusliced runs in a thread of its own (the device plugin,
+ * the DRA driver): stopped by closing stop_wr, and it tells the event loop
+ * when it ends (done), which stops the daemon if nobody asked. */
+struct daemon_thread {
+        const char *what;                 /* for logs: "kubelet device plugin" */
+        int (*run)(struct daemon *d, int stop_fd, struct gs_error **err);
+        pthread_t thread;
+        int stop_rd, stop_wr, done_wr;
+        struct node_watch done;
+        bool running;
+        bool failed;                      /* it stopped on an error */
+};
+
+/* --dra: the DRA driver's settings (strings point into argv). */
+struct dra_args {
+        bool enabled;
+        const char *node_name;            /* NULL: $NODE_NAME, else the host name */
+        const char *kubeconfig;           /* NULL: in-cluster */
+        const char *cdi_dir;              /* NULL: dra_driver.h's default */
+        const char *registry_dir;         /* NULL: dra_plugin.h's default */
+        const char *plugin_dir;
+};
+
 struct daemon {
         char state_dir[DAEMON_DIR_MAX];
         char socket_path[DAEMON_PATH_MAX];   /* at most 107 bytes in use (sun_path) */
@@ -81,13 +106,9 @@ struct daemon {
         struct follow *follows[GS_LEDGER_MAX_SLICES];
         size_t n_follows;
         struct kubelet_args kube;
-        struct node_watch kube_done;          /* readable when the plugin's thread ends */
-        int kube_stop_fd;                     /* write end: closed to stop the plugin */
-        int kube_stop_rd;
-        int kube_done_wr;
-        pthread_t kube_thread;
-        bool kube_running;
-        bool kube_failed;                     /* the plugin stopped on an error */
+        struct daemon_thread kube_thread;     /* --kubelet */
+        struct dra_args dra;
+        struct daemon_thread dra_thread;      /* --dra */
 };
 
 /* ---- slices.c ---- */
@@ -108,15 +129,6 @@ void slices_unfollow_all(struct daemon *d);
 /* The node's observer: a slice left the ledger (any front-end freed it):
  * end its compute lease and stop following its process. */
 void slices_removed(void *ctx, const struct gs_slice *s, const char *why);
-
-/* ---- kubelet.c ---- */
-
-/* Start the kubelet device plugin in its own thread (--kubelet), linked to
- * the ledger through its hooks. 0, or a negative errno (logged). */
-int kubelet_start(struct daemon *d);
-
-/* Stop the plugin's thread and wait for it (no-op when not running). */
-void kubelet_stop(struct daemon *d);
 
 /* ---- local_api.c ---- */
 

@@ -19,6 +19,7 @@
 
 #include "kube_plugin.h"
 #include "arbiter_server.h"
+#include "frontends.h"
 #include "compute_policy.h"
 #include "install_shim.h"
 #include "log.h"
@@ -57,6 +58,14 @@ static const char usage_text[] =
         "  --release-grace S   never free a pod's slice younger than S seconds (60)\n"
         "  --pod-poll-ms MS    PodResources period (10000)\n"
         "  --health-poll-ms MS GPU health refresh period (2000)\n"
+        "  --dra               also be the DRA driver gpu.gpuslice.io (Kubernetes 1.36+;\n"
+        "                      claims share the ledger with local and plugin slices)\n"
+        "  --node-name NAME    this node (default: $NODE_NAME, else the host name)\n"
+        "  --kubeconfig FILE   reach the API server with FILE (default: in-cluster)\n"
+        "  --cdi-dir DIR       where CDI specs of prepared claims go (/var/run/cdi)\n"
+        "  --dra-registry-dir DIR  the kubelet's plugin watcher directory\n"
+        "                      (/var/lib/kubelet/plugins_registry)\n"
+        "  --dra-plugin-dir DIR    holds dra.sock (/var/lib/kubelet/plugins/gpu.gpuslice.io)\n"
         "  --sysfs DIR         where PCI devices' NUMA nodes are read (/sys)\n"
         "  -h, --help          this text\n";
 
@@ -116,6 +125,12 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "log-level", required_argument, NULL, 'l' },
                 { "compute-policy", required_argument, NULL, 'C' },
                 { "kubelet", no_argument, NULL, 'K' },
+                { "dra", no_argument, NULL, 'D' },
+                { "node-name", required_argument, NULL, 'N' },
+                { "kubeconfig", required_argument, NULL, 'q' },
+                { "cdi-dir", required_argument, NULL, 'I' },
+                { "dra-registry-dir", required_argument, NULL, 'G' },
+                { "dra-plugin-dir", required_argument, NULL, 'P' },
                 { "kubelet-dir", required_argument, NULL, 'k' },
                 { "pod-resources", required_argument, NULL, 'R' },
                 { "cdi-kind", required_argument, NULL, 'c' },
@@ -160,6 +175,24 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         break;
                 case 'y':
                         d->sysfs = optarg;
+                        break;
+                case 'D':
+                        d->dra.enabled = true;
+                        break;
+                case 'N':
+                        d->dra.node_name = optarg;
+                        break;
+                case 'q':
+                        d->dra.kubeconfig = optarg;
+                        break;
+                case 'I':
+                        d->dra.cdi_dir = optarg;
+                        break;
+                case 'G':
+                        d->dra.registry_dir = optarg;
+                        break;
+                case 'P':
+                        d->dra.plugin_dir = optarg;
                         break;
                 case 'K':
                         d->kube.enabled = true;
@@ -216,18 +249,25 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                          GS_LOCAL_SOCKET_NAME);
         /* A node's pods outlive the daemon and /run (a reboot): their
          * slices' state is kept on disk; the socket stays under /run. */
-        if (d->kube.enabled && !have_state && geteuid() == 0)
+        bool pods = d->kube.enabled || d->dra.enabled;
+        if (pods && !have_state && geteuid() == 0)
                 snprintf(d->state_dir, sizeof(d->state_dir), "%s", KUBE_STATE_DIR_DURABLE);
-        if (d->kube.enabled && socket_dir_holds(d->socket_path, d->state_dir))
+        if (pods && socket_dir_holds(d->socket_path, d->state_dir))
                 return fprintf(stderr,
-                               "gpusliced: --kubelet: pods mount the directory of the socket %s, "
+                               "gpusliced: --kubelet/--dra: pods mount the directory of the socket %s, "
                                "which holds the state directory %s; put the socket in a "
                                "directory of its own (e.g. --socket /run/gpuslice/%s with "
                                "--state-dir " KUBE_STATE_DIR_DURABLE ")\n",
                                d->socket_path, d->state_dir, GS_LOCAL_SOCKET_NAME),
                        -EINVAL;
+        if (!pods && (d->kube.cdi_kind || d->kube.shim_path))
+                return fprintf(stderr, "gpusliced: --cdi-kind and --shim need --kubelet or --dra\n"),
+                       -EINVAL;
+        if (!d->dra.enabled && (d->dra.node_name || d->dra.kubeconfig || d->dra.cdi_dir ||
+                                d->dra.registry_dir || d->dra.plugin_dir))
+                return fprintf(stderr, "gpusliced: the DRA driver's options need --dra\n"),
+                       -EINVAL;
         if (!d->kube.enabled && (d->kube.plugin_dir || d->kube.pod_resources_socket ||
-                                 d->kube.cdi_kind || d->kube.shim_path ||
                                  d->kube.release_grace_s >= 0 || d->kube.pod_poll_ms ||
                                  d->kube.health_poll_ms))
                 return fprintf(stderr, "gpusliced: the device plugin's options need --kubelet\n"),
@@ -353,7 +393,8 @@ int main(int argc, char **argv)
         static struct daemon d;
         d.listen.fd = d.sig.fd = -1;
         d.loop.epfd = -1;
-        d.kube_stop_fd = d.kube_stop_rd = d.kube_done_wr = d.kube_done.fd = -1;
+        daemon_thread_init(&d.kube_thread, "kubelet device plugin", kubelet_run);
+        daemon_thread_init(&d.dra_thread, "DRA driver", dra_run);
         d.kube.release_grace_s = -1;
         static char program[] = "gpusliced";
         gs_log_set_sink(node_log_stderr, program);
@@ -384,10 +425,12 @@ int main(int argc, char **argv)
                     d.state_dir, gs_placement_policy_name(d.policy), n->inv.n_gpus,
                     n->inv.n_gpus == 1 ? "" : "s", n->ledger.n_slices,
                     n->ledger.n_slices == 1 ? "" : "s");
-        if (kubelet_start(&d) < 0)
-                d.loop.stop = d.kube_failed = true;
+        if ((d.kube.enabled && daemon_thread_start(&d, &d.kube_thread) < 0) ||
+            (d.dra.enabled && daemon_thread_start(&d, &d.dra_thread) < 0))
+                d.loop.stop = true;
         node_loop_run(&d.loop);
-        kubelet_stop(&d);
+        daemon_thread_stop(&d, &d.kube_thread);
+        daemon_thread_stop(&d, &d.dra_thread);
         node_lock(d.node);
         local_api_shutdown(&d);
         arbsrv_done(&d);
@@ -403,5 +446,5 @@ int main(int argc, char **argv)
         close(d.sig.fd);
         node_loop_done(&d.loop);
         node_close(d.node);
-        return r < 0 || d.kube_failed ? 1 : 0;
+        return r < 0 || d.kube_thread.failed || d.dra_thread.failed ? 1 : 0;
 }

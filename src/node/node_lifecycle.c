@@ -44,6 +44,22 @@ static int fill_slice(const struct node *n, const struct node_request *req,
         return 0;
 }
 
+/* Take a slice whose making failed out of the record again (saved; a
+ * failing save is logged: the caller reports the first failure). */
+static void unrecord(struct node *n, const char *id)
+{
+        gs_ledger_remove(&n->ledger, id);
+        struct gs_error *err = NULL;
+        if (node_save_locked(n, &err) < 0)
+                gs_log_error("%s", gs_error_msg(err));
+        gs_error_free(err);
+}
+
+static const char *kind_name(const struct gs_slice *s)
+{
+        return s->kind == GS_SLICE_KUBE ? "Kubernetes" : s->kind == GS_SLICE_DRA ? "DRA" : "local";
+}
+
 int node_slice_prepare_locked(struct node *n, const struct node_request *req,
                               struct gs_slice *ret, struct gs_error **err)
 {
@@ -79,17 +95,13 @@ int node_slice_prepare_locked(struct node *n, const struct node_request *req,
         const struct gs_slice *rec = gs_ledger_find(&n->ledger, s.id);
         if ((r = node_backend_prepare(be, n, rec, err)) < 0) {
                 node_backend_release(be, n, rec);
-                gs_ledger_remove(&n->ledger, s.id);
-                struct gs_error *e2 = NULL;
-                if (node_save_locked(n, &e2) < 0)
-                        gs_log_error("%s", gs_error_msg(e2));
-                gs_error_free(e2);
+                unrecord(n, s.id);
                 return r;
         }
         n->generation++;
         char mem[32];
         gs_log_info("slice %s created (%s, %s): %" PRIu32 "m, memory %s, on GPU %u (%s)%s%s",
-                    rec->id, rec->kind == GS_SLICE_KUBE ? "Kubernetes" : rec->kind == GS_SLICE_DRA ? "DRA" : "local", be->name,
+                    rec->id, kind_name(rec), be->name,
                     rec->milli,
                     rec->memory_cap ? gs_bytes_human(rec->memory_cap, mem, sizeof(mem)) : "whole",
                     rec->gpus[0].index, rec->gpus[0].uuid, rec->name[0] ? " name " : "",
@@ -205,11 +217,7 @@ int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct g
         const struct gs_slice *rec = gs_ledger_find(&n->ledger, s->id);
         if ((r = node_save_locked(n, err)) < 0 ||
             (r = node_backend_prepare(node_backend_of(rec), n, rec, err)) < 0) {
-                gs_ledger_remove(&n->ledger, s->id);
-                struct gs_error *e2 = NULL;
-                if (node_save_locked(n, &e2) < 0)
-                        gs_log_error("%s", gs_error_msg(e2));
-                gs_error_free(e2);
+                unrecord(n, s->id);
                 return r;
         }
         n->generation++;

@@ -1,0 +1,29 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The front-ends gpusliced runs in threads of their own, over the daemon's
+ * node: the kubelet device plugin (--kubelet, kubelet.c) and the DRA
+ * driver (--dra, dra.c); threads.c starts and stops them. */
+#ifndef GS_GPUSLICED_FRONTENDS_H
+#define GS_GPUSLICED_FRONTENDS_H
+
+#include "daemon.h"
+
+/* Set up t (not started) for `run`, which serves until stop_fd is readable
+ * and returns 0, or a negative errno with *err when it fails. */
+void daemon_thread_init(struct daemon_thread *t, const char *what,
+                        int (*run)(struct daemon *d, int stop_fd, struct gs_error **err));
+
+/* Start t's thread; its end is watched on d->loop (an end nobody asked
+ * for stops the daemon). 0, or a negative errno (logged). */
+int daemon_thread_start(struct daemon *d, struct daemon_thread *t);
+
+/* Stop t's thread and wait for it (no-op when not running). */
+void daemon_thread_stop(struct daemon *d, struct daemon_thread *t);
+
+/* The device plugin over d's node (kube_plugin_run). */
+int kubelet_run(struct daemon *d, int stop_fd, struct gs_error **err);
+
+/* The DRA driver over d's node: the kubelet's DRA plugin service and the
+ * node's ResourceSlice. */
+int dra_run(struct daemon *d, int stop_fd, struct gs_error **err);
+
+#endif /* GS_GPUSLICED_FRONTENDS_H */
