@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "deviceplugin_v1beta1.pb-c.h"
+#include "pb_pack.h"
 #include "podresources_v1.pb-c.h"
 
 void dp_strv_done(struct dp_strv *s)
@@ -81,18 +82,6 @@ static int strv_copy(char *const *ids, size_t n, struct dp_strv *ret)
         return 0;
 }
 
-/* Pack any message into a fresh buffer. */
-static int pack(const ProtobufCMessage *m, uint8_t **ret_buf, size_t *ret_len)
-{
-        size_t len = protobuf_c_message_get_packed_size(m);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf)
-                return -ENOMEM;
-        protobuf_c_message_pack(m, buf);
-        *ret_buf = buf;
-        *ret_len = len;
-        return 0;
-}
 
 int dp_decode_empty(const uint8_t *buf, size_t len)
 {
@@ -198,7 +187,7 @@ int dp_encode_allocate_response(const struct dp_container_alloc *c, size_t n, ui
                         x->cdi_devices[x->n_cdi_devices++] = d;
                 }
         }
-        r = pack(&resp.base, ret_buf, ret_len);
+        r = kube_pb_pack(&resp.base, ret_buf, ret_len);
 out:
         if (cr) {
                 for (size_t i = 0; i < n; i++) {
@@ -274,7 +263,7 @@ int dp_encode_preferred_response(const struct dp_strv *c, size_t n, uint8_t **re
         }
         resp.n_container_responses = n;
         resp.container_responses = crp;
-        r = pack(&resp.base, ret_buf, ret_len);
+        r = kube_pb_pack(&resp.base, ret_buf, ret_len);
 out:
         free(cr);
         free(crp);
@@ -312,7 +301,7 @@ int dp_encode_list(const struct dp_device *devs, size_t n, uint8_t **ret_buf, si
         }
         resp.n_devices = n;
         resp.devices = dp;
-        r = pack(&resp.base, ret_buf, ret_len);
+        r = kube_pb_pack(&resp.base, ret_buf, ret_len);
 out:
         free(d);
         free(dp);
@@ -325,7 +314,7 @@ int dp_encode_options(bool pre_start_required, bool preferred_available, uint8_t
         V1beta1__DevicePluginOptions o = V1BETA1__DEVICE_PLUGIN_OPTIONS__INIT;
         o.pre_start_required = pre_start_required;
         o.get_preferred_allocation_available = preferred_available;
-        return pack(&o.base, ret_buf, ret_len);
+        return kube_pb_pack(&o.base, ret_buf, ret_len);
 }
 
 int dp_encode_register(const char *version, const char *endpoint, const char *resource,
@@ -338,13 +327,13 @@ int dp_encode_register(const char *version, const char *endpoint, const char *re
         m.endpoint = (char *)endpoint;
         m.resource_name = (char *)resource;
         m.options = &o;
-        return pack(&m.base, ret_buf, ret_len);
+        return kube_pb_pack(&m.base, ret_buf, ret_len);
 }
 
 int dp_encode_empty(uint8_t **ret_buf, size_t *ret_len)
 {
         V1beta1__Empty m = V1BETA1__EMPTY__INIT;
-        return pack(&m.base, ret_buf, ret_len);
+        return kube_pb_pack(&m.base, ret_buf, ret_len);
 }
 
 int dp_decode_pod_resources(const uint8_t *buf, size_t len, const char *resource,

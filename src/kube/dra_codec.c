@@ -11,6 +11,7 @@
 
 #include "dra_v1.pb-c.h"
 #include "dra_v1beta1.pb-c.h"
+#include "pb_pack.h"
 #include "pluginregistration_v1.pb-c.h"
 
 /* Short names for the generated types. */
@@ -107,18 +108,6 @@ int dra_device_add_request_name(struct dra_device *d, const char *s)
         return strs_add(&d->request_names, &d->n_request_names, s);
 }
 
-/* Pack any message into a fresh buffer (1 byte allocated for an empty one). */
-static int pack(const ProtobufCMessage *m, uint8_t **ret_buf, size_t *ret_len)
-{
-        size_t len = protobuf_c_message_get_packed_size(m);
-        uint8_t *buf = malloc(len ? len : 1);
-        if (!buf)
-                return -ENOMEM;
-        protobuf_c_message_pack(m, buf);
-        *ret_buf = buf;
-        *ret_len = len;
-        return 0;
-}
 
 /* ---- decoding claims ---- */
 
@@ -321,7 +310,7 @@ static int encode_prepare_v1(const struct dra_prepare_result *r, size_t n, size_
         }
         resp.claims = ep;
         resp.n_claims = n;
-        ret = pack(&resp.base, ret_buf, ret_len);
+        ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
 out:
         free(e);
         free(ep);
@@ -373,7 +362,7 @@ static int encode_prepare_v1beta1(const struct dra_prepare_result *r, size_t n, 
         }
         resp.claims = ep;
         resp.n_claims = n;
-        ret = pack(&resp.base, ret_buf, ret_len);
+        ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
 out:
         free(e);
         free(ep);
@@ -430,7 +419,7 @@ int dra_encode_unprepare_response(enum dra_version v, const struct dra_unprepare
                 }
                 resp.claims = ep1;
                 resp.n_claims = n;
-                ret = pack(&resp.base, ret_buf, ret_len);
+                ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
         } else {
                 e2 = calloc(n ? n : 1, sizeof(*e2));
                 ep2 = calloc(n ? n : 1, sizeof(*ep2));
@@ -450,7 +439,7 @@ int dra_encode_unprepare_response(enum dra_version v, const struct dra_unprepare
                 }
                 resp.claims = ep2;
                 resp.n_claims = n;
-                ret = pack(&resp.base, ret_buf, ret_len);
+                ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
         }
 out:
         free(e1);
@@ -486,7 +475,7 @@ int dra_encode_plugin_info(const char *type, const char *name, const char *endpo
         m.endpoint = (char *)endpoint;
         m.supported_versions = (char **)versions;
         m.n_supported_versions = n_versions;
-        return pack(&m.base, ret_buf, ret_len);
+        return kube_pb_pack(&m.base, ret_buf, ret_len);
 }
 
 int dra_decode_registration_status(const uint8_t *buf, size_t len, bool *ret_registered,
@@ -515,5 +504,5 @@ int dra_encode_registration_status_response(uint8_t **ret_buf, size_t *ret_len)
 {
         Pluginregistration__RegistrationStatusResponse m =
                 PLUGINREGISTRATION__REGISTRATION_STATUS_RESPONSE__INIT;
-        return pack(&m.base, ret_buf, ret_len);
+        return kube_pb_pack(&m.base, ret_buf, ret_len);
 }
