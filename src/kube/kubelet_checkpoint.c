@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "atomic_file.h"
+#include "base64.h"
 #include "dp_codec.h"
 #include "macro.h"
 
@@ -21,48 +22,6 @@ void kube_checkpoint_done(struct kube_checkpoint *cp)
         free(cp->entries);
         free(cp->all);
         *cp = (struct kube_checkpoint){ 0 };
-}
-
-/* RFC 4648 base64 (Go's encoding/json writes []byte so) into a malloc'ed
- * buffer. 0, -EINVAL or -ENOMEM. */
-static int base64_decode(const char *in, uint8_t **ret, size_t *ret_len)
-{
-        size_t n = strlen(in);
-        uint8_t *out = malloc(n / 4 * 3 + 3);
-        if (!out)
-                return -ENOMEM;
-        size_t o = 0;
-        uint32_t acc = 0;
-        int bits = 0;
-        for (size_t i = 0; i < n; i++) {
-                char c = in[i];
-                int v;
-                if (c >= 'A' && c <= 'Z')
-                        v = c - 'A';
-                else if (c >= 'a' && c <= 'z')
-                        v = c - 'a' + 26;
-                else if (c >= '0' && c <= '9')
-                        v = c - '0' + 52;
-                else if (c == '+')
-                        v = 62;
-                else if (c == '/')
-                        v = 63;
-                else if (c == '=')
-                        break;
-                else {
-                        free(out);
-                        return -EINVAL;
-                }
-                acc = (acc << 6) | (uint32_t)v;
-                bits += 6;
-                if (bits >= 8) {
-                        bits -= 8;
-                        out[o++] = (uint8_t)(acc >> bits);
-                }
-        }
-        *ret = out;
-        *ret_len = o;
-        return 0;
 }
 
 static void add_ids(const json_t *list, struct gs_unit_set *set)
@@ -106,13 +65,13 @@ static void copy_str(char *dst, size_t size, const json_t *v)
 /* Our slice id and GPUs from the answer the kubelet cached. */
 static void entry_answer(const json_t *resp, struct kube_cp_entry *e)
 {
-        uint8_t *buf = NULL;
+        char *buf = NULL;
         size_t len = 0;
-        if (!json_is_string(resp) || base64_decode(json_string_value(resp), &buf, &len) < 0)
+        if (!json_is_string(resp) || gs_base64_decode(json_string_value(resp), &buf, &len) < 0)
                 return;
-        if (dp_decode_container_env(buf, len, "GPUSLICE_SLICE", e->slice, sizeof(e->slice)) < 0)
+        if (dp_decode_container_env((const uint8_t *)buf, len, "GPUSLICE_SLICE", e->slice, sizeof(e->slice)) < 0)
                 e->slice[0] = '\0';
-        if (dp_decode_container_env(buf, len, "NVIDIA_VISIBLE_DEVICES", e->gpus, sizeof(e->gpus)) < 0)
+        if (dp_decode_container_env((const uint8_t *)buf, len, "NVIDIA_VISIBLE_DEVICES", e->gpus, sizeof(e->gpus)) < 0)
                 e->gpus[0] = '\0';
         free(buf);
 }
