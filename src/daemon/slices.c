@@ -117,9 +117,11 @@ int slices_reconcile(struct daemon *d)
                 if (gs_slice_in_container(s)) {
                         /* No local process: the kubelet plugin frees it once
                          * PodResources shows no pod holds it. */
-                        if (!d->kube.enabled)
+                        bool dra = s->kind == GS_SLICE_DRA;
+                        if (dra ? !d->dra.enabled : !d->kube.enabled)
                                 gs_log_warn("slice %s belongs to Kubernetes; it stays until "
-                                            "gpusliced --kubelet frees it", s->id);
+                                            "gpusliced %s frees it", s->id,
+                                            dra ? "--dra" : "--kubelet");
                         kept++;
                         i++;
                         continue;
