@@ -17,6 +17,7 @@ static const struct command commands[] = {
         { "up", cmd_up, "start every API of a spec file in its slice (gpuslice up apis.yaml)" },
         { "ls", cmd_ls, "list GPUs and their slices (--json for scripts)" },
         { "render", cmd_render, "turn an API spec into Kubernetes manifests" },
+        { "top", cmd_top, "a live view of GPUs and slices (--once, --json)" },
 };
 
 static void usage(FILE *f)
