@@ -7,6 +7,7 @@ pkg_check_modules(YAML REQUIRED IMPORTED_TARGET yaml-0.1)
 pkg_check_modules(CMOCKA REQUIRED IMPORTED_TARGET cmocka)
 pkg_check_modules(JANSSON REQUIRED IMPORTED_TARGET jansson)
 pkg_check_modules(CURL REQUIRED IMPORTED_TARGET libcurl)
+pkg_check_modules(MHD REQUIRED IMPORTED_TARGET libmicrohttpd)
 
 # The CUDA toolkit provides cuda.h (always needed) and nvcc (to build the
 # project's kernels to PTX). The toolkit sits in its standard location.

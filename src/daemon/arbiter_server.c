@@ -564,19 +564,39 @@ void arbsrv_slice_removed(struct daemon *d, const char *id)
         }
 }
 
-void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b)
+/* m's measured share of its GPU over the last second of samples, in
+ * milli; -1 before two samples. */
+static int measured_milli(const struct arb_member *m)
 {
-        const struct arb_member *m = d->arb ? member_find(d->arb, id) : NULL;
-        if (!m || m->s_n < 2)
-                return;
+        if (m->s_n < 2)
+                return -1;
         unsigned newest = (m->s_pos + ARB_SAMPLES - 1) % ARB_SAMPLES;
         unsigned oldest = m->s_n < ARB_SAMPLES ? 0 : m->s_pos;
         uint64_t dt = m->s_t[newest] - m->s_t[oldest];
         uint64_t dc = m->s_c[newest] > m->s_c[oldest] ? m->s_c[newest] - m->s_c[oldest] : 0;
         if (!dt)
-                return;
-        uint64_t milli = GS_MIN(dc * 1000u / dt, 1000u);
-        gs_proto_builder_add(b, "slice_gpu_time", "%" PRIu64, milli);
+                return -1;
+        return (int)GS_MIN(dc * 1000u / dt, 1000u);
+}
+
+void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b)
+{
+        const struct arb_member *m = d->arb ? member_find(d->arb, id) : NULL;
+        int milli = m ? measured_milli(m) : -1;
+        if (milli >= 0)
+                gs_proto_builder_add(b, "slice_gpu_time", "%d", milli);
+}
+
+bool arbsrv_slice_stats(const struct daemon *d, const char *id, struct arbsrv_stats *ret)
+{
+        const struct arb_member *m = d->arb ? member_find(d->arb, id) : NULL;
+        if (!m)
+                return false;
+        const struct gs_arb_slice *as = &d->arb->gpus[m->gpu].a.s[m->slot];
+        *ret = (struct arbsrv_stats){ .charged_ns = as->charged_ns,
+                                      .leases = as->grants,
+                                      .measured_milli = measured_milli(m) };
+        return true;
 }
 
 /* ---- start and stop ---- */

@@ -58,4 +58,18 @@ void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t 
  * arbiter's charges), when the slice is a member. */
 void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b);
 
+/* A slice's compute figures since it joined its GPU's arbiter (this run of
+ * the daemon), for metrics. */
+struct arbsrv_stats {
+        uint64_t charged_ns; /* device time charged to it (its work's measured time) */
+        uint64_t leases;     /* holds of the GPU it was granted */
+        int measured_milli;  /* its share of the GPU over the last second; -1 unknown */
+};
+
+/* Fill *ret for slice `id`: true, or false when it is no member (a whole-GPU
+ * slice, or the service is not running). With the node's lock held. The
+ * arbiter does not track time spent waiting for the gate (the shims do not
+ * report it), so there is no such figure. */
+bool arbsrv_slice_stats(const struct daemon *d, const char *id, struct arbsrv_stats *ret);
+
 #endif /* GS_DAEMON_ARBITER_SERVER_H */

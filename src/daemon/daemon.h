@@ -51,6 +51,7 @@ struct conn {
 };
 
 struct nvml;
+struct node_http;
 
 /* --kubelet: the device plugin's settings (strings point into argv). */
 struct kubelet_args {
@@ -109,6 +110,8 @@ struct daemon {
         struct daemon_thread kube_thread;     /* --kubelet */
         struct dra_args dra;
         struct daemon_thread dra_thread;      /* --dra */
+        const char *metrics_listen;           /* --metrics-listen ADDR:PORT; NULL: off */
+        struct node_http *metrics;            /* metrics.c; NULL when off */
 };
 
 /* ---- slices.c ---- */
@@ -129,6 +132,17 @@ void slices_unfollow_all(struct daemon *d);
 /* The node's observer: a slice left the ledger (any front-end freed it):
  * end its compute lease and stop following its process. */
 void slices_removed(void *ctx, const struct gs_slice *s, const char *why);
+
+/* ---- metrics.c ---- */
+
+/* --metrics-listen: serve Prometheus metrics (/metrics, docs/metrics.md) on
+ * d->metrics_listen from a thread of their own (http_server.h); each scrape
+ * reads the node under its lock. Call it once the arbiter service runs. 0,
+ * or a negative errno (logged). */
+int metrics_start(struct daemon *d);
+
+/* Stop serving; call it without the node's lock. No-op when off. */
+void metrics_stop(struct daemon *d);
 
 /* ---- local_api.c ---- */
 

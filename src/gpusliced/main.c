@@ -20,6 +20,7 @@
 #include "kube_plugin.h"
 #include "arbiter_server.h"
 #include "frontends.h"
+#include "http_server.h"
 #include "compute_policy.h"
 #include "install_shim.h"
 #include "log.h"
@@ -67,6 +68,8 @@ static const char usage_text[] =
         "                      (/var/lib/kubelet/plugins_registry)\n"
         "  --dra-plugin-dir DIR    holds dra.sock (/var/lib/kubelet/plugins/gpu.gpuslice.io)\n"
         "  --sysfs DIR         where PCI devices' NUMA nodes are read (/sys)\n"
+        "  --metrics-listen A  serve Prometheus metrics at http://A/metrics; A is\n"
+        "                      IPV4:PORT or [IPV6]:PORT, port 0 any free one (off)\n"
         "  -h, --help          this text\n";
 
 static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
@@ -139,6 +142,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "pod-poll-ms", required_argument, NULL, 'r' },
                 { "health-poll-ms", required_argument, NULL, 'e' },
                 { "sysfs", required_argument, NULL, 'y' },
+                { "metrics-listen", required_argument, NULL, 'M' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -176,6 +180,18 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 case 'y':
                         d->sysfs = optarg;
                         break;
+                case 'M': {
+                        struct sockaddr_storage ss;
+                        socklen_t len;
+                        if (node_http_parse_listen(optarg, &ss, &len, &err) < 0) {
+                                fprintf(stderr, "gpusliced: --metrics-listen: %s\n",
+                                        gs_error_msg(err));
+                                gs_error_free(err);
+                                return -EINVAL;
+                        }
+                        d->metrics_listen = optarg;
+                        break;
+                }
                 case 'D':
                         d->dra.enabled = true;
                         break;
@@ -425,10 +441,14 @@ int main(int argc, char **argv)
                     d.state_dir, gs_placement_policy_name(d.policy), n->inv.n_gpus,
                     n->inv.n_gpus == 1 ? "" : "s", n->ledger.n_slices,
                     n->ledger.n_slices == 1 ? "" : "s");
+        bool metrics_failed = metrics_start(&d) < 0;
+        if (metrics_failed)
+                d.loop.stop = true;
         if ((d.kube.enabled && daemon_thread_start(&d, &d.kube_thread) < 0) ||
             (d.dra.enabled && daemon_thread_start(&d, &d.dra_thread) < 0))
                 d.loop.stop = true;
         node_loop_run(&d.loop);
+        metrics_stop(&d);
         daemon_thread_stop(&d, &d.kube_thread);
         daemon_thread_stop(&d, &d.dra_thread);
         node_lock(d.node);
@@ -446,5 +466,5 @@ int main(int argc, char **argv)
         close(d.sig.fd);
         node_loop_done(&d.loop);
         node_close(d.node);
-        return r < 0 || d.kube_thread.failed || d.dra_thread.failed ? 1 : 0;
+        return r < 0 || metrics_failed || d.kube_thread.failed || d.dra_thread.failed ? 1 : 0;
 }

@@ -183,6 +183,16 @@ int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_erro
         return 0;
 }
 
+int nvml_gpu_memory_used(struct nvml *n, unsigned index, uint64_t *ret)
+{
+        nvmlDevice_t dev;
+        nvmlMemory_t mem;
+        if (n->handle(index, &dev) != NVML_SUCCESS || n->meminfo(dev, &mem) != NVML_SUCCESS)
+                return -EIO;
+        *ret = mem.used;
+        return 0;
+}
+
 int nvml_process_memory(struct nvml *n, unsigned index, pid_t pid, uint64_t *ret)
 {
         nvmlDevice_t dev;

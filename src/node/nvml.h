@@ -30,6 +30,10 @@ void nvml_set_sysfs_root(struct nvml *n, const char *root);
  * error. */
 int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_error **err);
 
+/* Device memory in use on the GPU with NVML index `index` (every process
+ * and the driver's own), from nvmlDeviceGetMemoryInfo. 0, or -EIO. */
+int nvml_gpu_memory_used(struct nvml *n, unsigned index, uint64_t *ret);
+
 /* Device memory used by process `pid` on the GPU with NVML index `index`
  * (sum of its entries), from NVML's process list: the ground truth.
  * 0, -ENOENT (the process uses none), or another -errno. */
