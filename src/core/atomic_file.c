@@ -55,10 +55,17 @@ int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
         }
         /* A leftover temp file (a crash mid-write) is ours to replace; a
          * link there is never followed. */
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW, mode & 0777);
+        /* O_NONBLOCK: a FIFO planted there must not hang us. */
+        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
+                      mode & 0777);
         if (fd < 0) {
                 int e = errno;
                 return gs_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
+                close(fd);
+                return gs_error_set(err, -EINVAL, "%s is not a regular file", tmp);
         }
         int r = write_all(fd, data, len);
         if (r == 0 && fchmod(fd, mode) < 0)

@@ -48,6 +48,10 @@ int node_loop_rewatch(struct node_loop *l, struct node_watch *w, uint32_t events
 void node_loop_unwatch(struct node_loop *l, struct node_watch *w)
 {
         epoll_ctl(l->epfd, EPOLL_CTL_DEL, w->fd, NULL);
+        struct epoll_event *evs = l->batch;
+        for (int i = l->batch_at + 1; evs && i < l->batch_n; i++)
+                if (evs[i].data.ptr == w)
+                        evs[i].data.ptr = NULL;
 }
 
 int node_loop_add_tick(struct node_loop *l, node_tick_fn fn, void *ctx)
@@ -96,10 +100,15 @@ int node_loop_run(struct node_loop *l)
                         return -e;
                 }
                 pthread_mutex_lock(l->lock);
-                for (int i = 0; i < n && !l->stop; i++) {
-                        struct node_watch *w = evs[i].data.ptr;
-                        w->fn(w, evs[i].events);
+                l->batch = evs;
+                l->batch_n = n;
+                for (l->batch_at = 0; l->batch_at < n && !l->stop; l->batch_at++) {
+                        struct node_watch *w = evs[l->batch_at].data.ptr;
+                        if (w) /* NULL: unwatched by an earlier handler */
+                                w->fn(w, evs[l->batch_at].events);
                 }
+                l->batch = NULL;
+                l->batch_n = 0;
                 pthread_mutex_unlock(l->lock);
         }
         return 0;

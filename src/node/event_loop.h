@@ -37,6 +37,10 @@ typedef int (*node_tick_fn)(void *ctx, int64_t now_ms);
 struct node_loop {
         int epfd;
         bool stop;
+        /* The batch being served: a watch unwatched by a handler is taken
+         * out of what is left of it (it may be freed right after). */
+        void *batch;
+        int batch_n, batch_at;
         pthread_mutex_t *lock;
         struct {
                 node_tick_fn fn;
@@ -54,7 +58,9 @@ int node_loop_init(struct node_loop *l, pthread_mutex_t *lock, struct gs_error *
 /* Close the epoll instance (watches are their owners' to close). */
 void node_loop_done(struct node_loop *l);
 
-/* Start watching w->fd for `events`, change the events, stop. */
+/* Start watching w->fd for `events`, change the events, stop. A watch
+ * unwatched from a handler gets no further event of the current batch, so
+ * its owner may free it at once. */
 int node_loop_watch(struct node_loop *l, struct node_watch *w, uint32_t events);
 int node_loop_rewatch(struct node_loop *l, struct node_watch *w, uint32_t events);
 void node_loop_unwatch(struct node_loop *l, struct node_watch *w);

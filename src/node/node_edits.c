@@ -74,8 +74,10 @@ int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                         r |= add_mount(&e, NODE_CONTAINER_PRELOAD, path, true);
                 }
                 if (n->daemon_socket[0]) {
+                        /* Read-only: a connect() works through it, but no
+                         * tenant can unlink the socket or bind its own. */
                         node_socket_dir(n, path, sizeof(path));
-                        r |= add_mount(&e, NODE_CONTAINER_DAEMON_DIR, path, false);
+                        r |= add_mount(&e, NODE_CONTAINER_DAEMON_DIR, path, true);
                 }
         }
         r |= add_env(&e, "GPUSLICE_SLICE", s->id);

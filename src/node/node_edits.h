@@ -52,7 +52,7 @@ struct node_edits {
  * shim slice also GPUSLICE_CONFIG, its config (read-only) and directory
  * (read-write), the shim and ld.so.preload (read-only, when the node has a
  * shim path) and the directory of the daemon's socket (when it has one) at
- * NODE_CONTAINER_DAEMON_DIR; CDI names when the node has a CDI kind. 0, or
+ * NODE_CONTAINER_DAEMON_DIR, read-only; CDI names when the node has a CDI kind. 0, or
  * -ENAMETOOLONG. */
 int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                                 struct node_edits *ret);

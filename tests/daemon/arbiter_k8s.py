@@ -38,6 +38,8 @@ set -e
 mount -t tmpfs gs-run /run
 mkdir -p /run/gpuslice/daemon
 mount --bind "$4" /run/gpuslice/daemon
+# Read-only, as the runtime mounts it: connect() still works through it.
+mount -o remount,bind,ro /run/gpuslice/daemon
 touch /run/gpuslice/slice.conf
 mount --bind "$3" /run/gpuslice/slice.conf
 if [ "$2" = symlink ]; then
@@ -90,7 +92,7 @@ def main():
         host_conf = mnt["/run/gpuslice/slice.conf"][0]
         host_dir = mnt["/run/gpuslice/slice"][0]
         sock_dir, sock_ro = mnt["/run/gpuslice/daemon"]
-        check(not sock_ro and os.path.isdir(sock_dir), "the socket's directory is mounted")
+        check(sock_ro and os.path.isdir(sock_dir), "the socket's directory is mounted read-only")
         conf = read_conf(host_conf)
         check(conf["slice_dir"] == "/run/gpuslice/slice" and conf["compute_milli"] == "300",
               "slice config: %s" % conf)

@@ -206,7 +206,7 @@ static void kube_spec(void **state)
         assert_options(json_object_get(m, "options"), false);
         m = spec_mount(spec, NODE_CONTAINER_DAEMON_DIR);
         assert_string_equal(json_string_value(json_object_get(m, "hostPath")), "/run/gpuslice");
-        assert_options(json_object_get(m, "options"), false);
+        assert_options(json_object_get(m, "options"), true);
         json_decref(spec);
 
         /* The GPUs' own CDI names are the caller's second id, not ours. */

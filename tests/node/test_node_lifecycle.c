@@ -171,7 +171,7 @@ static void kube_shim_slice(void **state)
         assert_null(t_mount_of(&ed, T_SOCK));
         assert_non_null(m = t_mount_of(&ed, "/run/gpuslice/daemon"));
         assert_string_equal(m->host_path, "/run/gpuslice");
-        assert_false(m->read_only);
+        assert_true(m->read_only);
 
         assert_int_equal(ed.n_cdi_devices, 1);
         char want[256];
