@@ -15,6 +15,7 @@ int cmd_run(int argc, char **argv);
 int cmd_ls(int argc, char **argv);
 int cmd_up(int argc, char **argv);
 int cmd_render(int argc, char **argv);
+int cmd_events(int argc, char **argv);
 int cmd_top(int argc, char **argv);
 
 #endif /* GS_CLI_H */

@@ -17,6 +17,7 @@ static const struct command commands[] = {
         { "up", cmd_up, "start every API of a spec file in its slice (gpuslice up apis.yaml)" },
         { "ls", cmd_ls, "list GPUs and their slices (--json for scripts)" },
         { "render", cmd_render, "turn an API spec into Kubernetes manifests" },
+        { "events", cmd_events, "what the watchdog detected and did (--json, --follow)" },
         { "top", cmd_top, "a live view of GPUs and slices (--once, --json)" },
 };
 

@@ -35,6 +35,7 @@ enum gs_msg_type {
         GS_MSG_RELEASE = 3,  /* id -> released */
         GS_MSG_STATUS = 4,   /* -> daemon facts and inventory */
         GS_MSG_PLAN = 5,     /* want=<milli>,<memory> repeated -> fits or an error */
+        GS_MSG_EVENTS = 6,   /* [since=<seq>] -> event=<line> repeated (oldest first) */
         GS_MSG_REPLY = 0x8000,
         GS_MSG_ERROR = 0xFFFF, /* code=<negative errno>, message=<text> */
 };

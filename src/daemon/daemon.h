@@ -51,6 +51,8 @@ struct conn {
 };
 
 struct nvml;
+struct wd_state;
+struct events;
 struct node_http;
 
 /* --kubelet: the device plugin's settings (strings point into argv). */
@@ -110,6 +112,8 @@ struct daemon {
         struct daemon_thread kube_thread;     /* --kubelet */
         struct dra_args dra;
         struct daemon_thread dra_thread;      /* --dra */
+        struct wd_state *wd;                  /* watchdog.c; NULL when off */
+        struct events *events;                /* events.c: the watchdog's events */
         const char *metrics_listen;           /* --metrics-listen ADDR:PORT; NULL: off */
         struct node_http *metrics;            /* metrics.c; NULL when off */
 };

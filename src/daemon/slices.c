@@ -14,6 +14,7 @@
 
 #include "arbiter_server.h"
 #include "compute_policy.h"
+#include "events.h"
 #include "log.h"
 #include "node_files.h"
 #include "number.h"
@@ -380,6 +381,34 @@ static int handle_plan(struct daemon *d, const struct gs_proto_msg *m,
         return 0;
 }
 
+/* The watchdog's kept events, oldest first; with since=<seq> only later ones.
+ * Bounded by the reply's size: the newest that fit. */
+static int handle_events(struct daemon *d, const struct gs_proto_msg *m,
+                         struct gs_proto_builder *reply)
+{
+        uint64_t since = 0;
+        const char *v = gs_proto_msg_get(m, "since");
+        if (v && gs_u64_parse_str(v, UINT64_MAX, &since) < 0)
+                since = 0;
+        size_t n = events_count(d->events), first = 0, bytes = 0;
+        /* the newest that fit in a reply */
+        while (first < n) {
+                size_t i = n - 1 - first;
+                size_t len = strlen(events_line(d->events, i)) + 16;
+                if (bytes + len > GS_PROTO_MAX_REPLY / 2)
+                        break;
+                bytes += len;
+                first++;
+        }
+        for (size_t i = n - first; i < n; i++) {
+                const char *line = events_line(d->events, i);
+                if (events_line_seq(line) <= since)
+                        continue;
+                gs_proto_builder_add(reply, "event", "%s", line);
+        }
+        return 0;
+}
+
 int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
                   struct gs_proto_builder *reply, struct gs_error **err)
 {
@@ -390,6 +419,8 @@ int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_
                 return handle_release(d, c, m, err);
         case GS_MSG_PLAN:
                 return handle_plan(d, m, reply, err);
+        case GS_MSG_EVENTS:
+                return handle_events(d, m, reply);
         case GS_MSG_LIST:
         case GS_MSG_STATUS:
                 if (m->type == GS_MSG_STATUS) {

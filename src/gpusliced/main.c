@@ -27,6 +27,7 @@
 #include "log_stderr.h"
 #include "number.h"
 #include "nvml.h"
+#include "watchdog_daemon.h"
 
 #ifndef GS_SIM_LIBDIR
 #define GS_SIM_LIBDIR ""
@@ -70,7 +71,16 @@ static const char usage_text[] =
         "  --sysfs DIR         where PCI devices' NUMA nodes are read (/sys)\n"
         "  --metrics-listen A  serve Prometheus metrics at http://A/metrics; A is\n"
         "                      IPV4:PORT or [IPV6]:PORT, port 0 any free one (off)\n"
+        "  --watch-interval MS the watchdog's sampling period (500; 0: off)\n"
+        "  --overuse-policy P  what the watchdog does with an over-use: report (default),\n"
+        "                      kill, or evict (kills until API-server eviction is wired)\n"
+        "  --overuse-grace MS  an over-use must hold this long before it is acted on (2000)\n"
+        "  --kill-unsliced     kill GPU processes in no slice too (default: report them)\n"
         "  -h, --help          this text\n";
+
+static struct wd_args wd_args = { .interval_ms = WD_DEFAULT_INTERVAL_MS,
+                                  .grace_ms = WD_DEFAULT_GRACE_MS,
+                                  .policy = WD_REPORT };
 
 static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
 {
@@ -143,6 +153,10 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "health-poll-ms", required_argument, NULL, 'e' },
                 { "sysfs", required_argument, NULL, 'y' },
                 { "metrics-listen", required_argument, NULL, 'M' },
+                { "watch-interval", required_argument, NULL, 'W' },
+                { "overuse-policy", required_argument, NULL, 'O' },
+                { "overuse-grace", required_argument, NULL, 'A' },
+                { "kill-unsliced", no_argument, NULL, 'U' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -179,6 +193,29 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         break;
                 case 'y':
                         d->sysfs = optarg;
+                        break;
+                case 'W':
+                case 'A': {
+                        long long v;
+                        if (parse_ms(argv[optind - 1], optarg, 0, &v) < 0)
+                                return -EINVAL;
+                        if (c == 'W' && v > 0 && v < 50)
+                                return fprintf(stderr, "gpusliced: --watch-interval: at least 50 "
+                                                       "ms (or 0: off), got '%s'\n", optarg),
+                                       -EINVAL;
+                        if (c == 'W')
+                                wd_args.interval_ms = (unsigned)v;
+                        else
+                                wd_args.grace_ms = v;
+                        break;
+                }
+                case 'O':
+                        if (wd_policy_parse(optarg, &wd_args.policy) < 0)
+                                return fprintf(stderr, "gpusliced: --overuse-policy: '%s' is not "
+                                                       "report, kill or evict\n", optarg), -EINVAL;
+                        break;
+                case 'U':
+                        wd_args.kill_unsliced = true;
                         break;
                 case 'M': {
                         struct sockaddr_storage ss;
@@ -431,7 +468,7 @@ int main(int argc, char **argv)
         if (r < 0)
                 return 1;
         struct gs_error *err = NULL;
-        if (local_api_listen(&d, &err) < 0) {
+        if (local_api_listen(&d, &err) < 0 || watchdog_start(&d, &wd_args, &err) < 0) {
                 gs_log_error("%s", gs_error_msg(err));
                 gs_error_free(err);
                 return 1;
@@ -461,6 +498,7 @@ int main(int argc, char **argv)
         gs_log_info("stopped; %zu slice%s kept for the next start", n->ledger.n_slices,
                     n->ledger.n_slices == 1 ? "" : "s");
         slices_unfollow_all(&d);
+        watchdog_stop(&d);
         nvml_close(d.nvml);
         node_unlock(d.node);
         close(d.sig.fd);

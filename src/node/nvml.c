@@ -35,8 +35,11 @@ struct nvml {
         __typeof__(&nvmlDeviceGetComputeRunningProcesses_v3) procs;
         __typeof__(&nvmlErrorString) errstr;
         __typeof__(&nvmlDeviceGetPciInfo_v3) pci;
+        __typeof__(&nvmlDeviceGetProcessUtilization) putil;
         char sysfs[PATH_MAX];
 };
+
+#define NVML_MAX_PROCS 1024 /* processes read per GPU */
 
 #define LOAD(lib, ptr, sym) ((ptr) = (__typeof__(ptr))dlsym((lib), (sym)))
 
@@ -91,6 +94,7 @@ int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err)
         LOAD(n->lib, n->procs, "nvmlDeviceGetComputeRunningProcesses_v3");
         LOAD(n->lib, n->errstr, "nvmlErrorString");
         LOAD(n->lib, n->pci, "nvmlDeviceGetPciInfo_v3");
+        LOAD(n->lib, n->putil, "nvmlDeviceGetProcessUtilization");
         snprintf(n->sysfs, sizeof(n->sysfs), "/sys");
         if (!n->init || !n->shutdown || !n->count || !n->handle || !n->uuid || !n->meminfo) {
                 dlclose(n->lib);
@@ -212,6 +216,42 @@ int nvml_process_memory(struct nvml *n, unsigned index, pid_t pid, uint64_t *ret
                 return -ENOENT;
         *ret = sum;
         return 0;
+}
+
+int nvml_gpu_processes(struct nvml *n, unsigned index, uint64_t last_seen_us,
+                       struct nvml_proc *out, size_t max)
+{
+        nvmlDevice_t dev;
+        static nvmlProcessInfo_t infos[NVML_MAX_PROCS];
+        static nvmlProcessUtilizationSample_t samples[NVML_MAX_PROCS];
+        unsigned cnt = NVML_MAX_PROCS;
+        if (!n->procs || n->handle(index, &dev) != NVML_SUCCESS)
+                return -EIO;
+        nvmlReturn_t r = n->procs(dev, &cnt, infos);
+        if (r == NVML_ERROR_INSUFFICIENT_SIZE)
+                cnt = 0; /* more than NVML_MAX_PROCS: read none rather than guess */
+        if (r != NVML_SUCCESS)
+                return -EIO;
+        size_t k = 0;
+        for (unsigned i = 0; i < cnt && i < NVML_MAX_PROCS; i++) {
+                size_t j = 0;
+                while (j < k && out[j].pid != infos[i].pid)
+                        j++;
+                if (j == k) {
+                        if (k == max)
+                                continue;
+                        out[k++] = (struct nvml_proc){ .pid = infos[i].pid, .util = -1 };
+                }
+                out[j].used += infos[i].usedGpuMemory;
+        }
+        unsigned ns = NVML_MAX_PROCS;
+        if (n->putil && n->putil(dev, samples, &ns, last_seen_us) == NVML_SUCCESS)
+                for (unsigned i = 0; i < ns && i < NVML_MAX_PROCS; i++)
+                        for (size_t j = 0; j < k; j++)
+                                if (out[j].pid == samples[i].pid)
+                                        out[j].util = (int)(samples[i].smUtil > 100
+                                                                    ? 100 : samples[i].smUtil);
+        return (int)k;
 }
 
 /* ---- context overhead, measured in a child ---- */

@@ -39,6 +39,22 @@ int nvml_gpu_memory_used(struct nvml *n, unsigned index, uint64_t *ret);
  * 0, -ENOENT (the process uses none), or another -errno. */
 int nvml_process_memory(struct nvml *n, unsigned index, pid_t pid, uint64_t *ret);
 
+/* One process on a GPU, as NVML sees it (nvml_gpu_processes). */
+struct nvml_proc {
+        uint32_t pid;
+        uint64_t used; /* bytes: the sum of its entries */
+        int util;      /* SM utilisation in percent over the sample window, -1 unknown */
+};
+
+/* Every process NVML lists on the GPU with NVML index `index`
+ * (nvmlDeviceGetComputeRunningProcesses_v3), with its used memory, and its
+ * utilisation from nvmlDeviceGetProcessUtilization since last_seen_us
+ * (wall-clock microseconds; 0: NVML's own window) where NVML has samples.
+ * At most `max` into out; returns their number, or -EIO when the list
+ * cannot be read. Bounded: one call of each. */
+int nvml_gpu_processes(struct nvml *n, unsigned index, uint64_t last_seen_us,
+                       struct nvml_proc *out, size_t max);
+
 /* Measure each GPU's CUDA context overhead once: a short-lived child
  * creates a context per GPU with libcuda and reads its own used memory from
  * NVML. GPUs it cannot measure get GS_DEFAULT_CONTEXT_OVERHEAD. Bounded to

@@ -1,0 +1,187 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gpuslice events: what the daemon's watchdog saw and did (its kept
+ * events, oldest first), as a table or as JSON; --follow keeps asking for
+ * new ones every second. The daemon's event lines are documented in
+ * src/daemon/events.h and docs/overuse.md. */
+#include <getopt.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "client.h"
+#include "number.h"
+
+static const char events_usage[] =
+        "Usage: gpuslice events [--json] [--follow]\n"
+        "List what the daemon's watchdog detected and did (over-use of memory or compute,\n"
+        "books that disagree with the driver, GPU processes outside slices), oldest first.\n\n"
+        "  --json       one JSON object per event, in an array (with --follow: one per line)\n"
+        "  --follow     keep printing new events until interrupted\n"
+        "  -h, --help   this text\n";
+
+/* Field names of an event line, in order; "msg" runs to the end. */
+static const char *const fields[] = { "seq", "time", "reason", "action", "pid",  "slice",
+                                      "gpu", "used", "cap",    "books",  "util", "share" };
+static const bool numeric[] = { true,  true, false, false, true, false,
+                                false, true, true,  true,  true, true };
+
+static void json_string(const char *s, size_t len)
+{
+        putchar('"');
+        for (size_t i = 0; i < len && s[i]; i++) {
+                unsigned char c = (unsigned char)s[i];
+                if (c == '"' || c == '\\')
+                        printf("\\%c", c);
+                else if (c < 0x20)
+                        printf("\\u%04x", c);
+                else
+                        putchar(c);
+        }
+        putchar('"');
+}
+
+/* The value of `key` in line (up to the next space; msg: to the end). */
+static const char *value(const char *line, const char *key, size_t *len)
+{
+        char pat[16];
+        snprintf(pat, sizeof(pat), "%s=", key);
+        const char *p = line;
+        size_t kl = strlen(pat);
+        while (p && *p) {
+                if (strncmp(p, pat, kl) == 0) {
+                        p += kl;
+                        *len = strcmp(key, "msg") == 0 ? strlen(p) : strcspn(p, " ");
+                        return p;
+                }
+                p = strchr(p, ' ');
+                if (p)
+                        p++;
+        }
+        *len = 0;
+        return "";
+}
+
+static void print_json(const char *line, bool first, bool array)
+{
+        size_t len;
+        printf("%s{", array ? (first ? "\n  " : ",\n  ") : "");
+        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
+                const char *v = value(line, fields[i], &len);
+                printf("%s\"%s\": ", i ? ", " : "", fields[i]);
+                if (numeric[i] && len && strspn(v, "0123456789-") >= len)
+                        printf("%.*s", (int)len, v);
+                else if (len == 1 && v[0] == '-')
+                        printf("null");
+                else
+                        json_string(v, len);
+        }
+        const char *m = value(line, "msg", &len);
+        printf(", \"msg\": ");
+        json_string(m, len);
+        printf("}%s", array ? "" : "\n");
+}
+
+static void print_text(const char *line)
+{
+        size_t len;
+        const char *t = value(line, "time", &len);
+        uint64_t ms = 0;
+        gs_u64_parse(t, len, UINT64_MAX, &ms);
+        time_t sec = (time_t)(ms / 1000);
+        struct tm tm;
+        char when[32] = "?";
+        if (localtime_r(&sec, &tm))
+                strftime(when, sizeof(when), "%Y-%m-%d %H:%M:%S", &tm);
+        size_t rl, al, sl, pl, ml;
+        const char *r = value(line, "reason", &rl), *a = value(line, "action", &al);
+        const char *s = value(line, "slice", &sl), *p = value(line, "pid", &pl);
+        const char *m = value(line, "msg", &ml);
+        printf("%s  %-18.*s %-11.*s slice %-8.*s pid %-8.*s %.*s\n", when, (int)rl, r, (int)al, a,
+               (int)sl, s, (int)pl, p, (int)ml, m);
+}
+
+/* Ask for the events after `since`; print them; *since moves on. */
+static int fetch(int fd, uint64_t *since, bool json, bool array, bool *first, struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_EVENTS, GS_PROTO_MAX_REQUEST);
+        gs_proto_builder_add(&b, "since", "%" PRIu64, *since);
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m.n_items; i++) {
+                if (strcmp(m.items[i].key, "event") != 0)
+                        continue;
+                const char *line = m.items[i].value;
+                uint64_t seq = 0;
+                const char *end;
+                if (strncmp(line, "seq=", 4) != 0 ||
+                    gs_u64_parse_prefix(line + 4, UINT64_MAX, &seq, &end) < 0)
+                        continue;
+                if (seq > *since)
+                        *since = seq;
+                if (json)
+                        print_json(line, *first, array);
+                else
+                        print_text(line);
+                *first = false;
+        }
+        gs_proto_msg_done(&m);
+        fflush(stdout);
+        return 0;
+}
+
+int cmd_events(int argc, char **argv)
+{
+        static const struct option opts[] = {
+                { "json", no_argument, NULL, 'j' },
+                { "follow", no_argument, NULL, 'f' },
+                { "help", no_argument, NULL, 'h' },
+                { 0 },
+        };
+        bool json = false, follow = false;
+        int c;
+        optind = 1;
+        while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
+                switch (c) {
+                case 'j': json = true; break;
+                case 'f': follow = true; break;
+                case 'h': fputs(events_usage, stdout); return 0;
+                default: fputs(events_usage, stderr); return CLI_EXIT_USAGE;
+                }
+        }
+        if (optind < argc) {
+                fprintf(stderr, "gpuslice events: unexpected argument '%s'\n%s", argv[optind],
+                        events_usage);
+                return CLI_EXIT_USAGE;
+        }
+        struct cli_conn_opts co = { .start = false };
+        struct gs_error *err = NULL;
+        uint64_t since = 0;
+        bool first = true, array = json && !follow;
+        if (array)
+                printf("[");
+        do {
+                int fd = -1;
+                if (cli_connect(&co, &fd, &err) < 0 ||
+                    fetch(fd, &since, json, array, &first, &err) < 0) {
+                        if (fd >= 0)
+                                close(fd);
+                        fprintf(stderr, "gpuslice events: %s\n", gs_error_msg(err));
+                        gs_error_free(err);
+                        return 1;
+                }
+                close(fd);
+                if (follow)
+                        sleep(1);
+        } while (follow);
+        if (array)
+                printf("%s]\n", first ? "" : "\n");
+        return 0;
+}

@@ -1,0 +1,572 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gpusliced's watchdog sampler (watchdog_daemon.h): NVML's processes,
+ * mapped to slices, the books read read-only, core's rules, the policy.
+ * Runs as a tick of the event loop with the node's lock held: one sample
+ * reads each GPU's process list once, /proc/<pid>/stat along each
+ * process's ancestry (memoised within the sample) and each slice's books
+ * file once. */
+#include "watchdog_daemon.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <gpuslice/slice_state.h>
+
+#include "daemon.h"
+#include "events.h"
+#include "log.h"
+#include "node_edits.h" /* NODE_CONTAINER_SLICE_DIR */
+#include "node_files.h"
+#include "number.h"
+#include "nvml.h"
+#include "proc.h"
+#include "watchdog.h"
+
+#define WD_MAX_PROCS 1024  /* per GPU */
+#define WD_MAX_BOOKS 16384 /* used slots over all slices */
+#define WD_MAX_VERDICTS 1024
+#define WD_MEMO 8192 /* pids whose ancestry a sample walked (power of 2) */
+#define WD_DEPTH 64
+
+struct memo {
+        uint64_t gen;
+        pid_t pid;
+        int slice; /* snapshot index, -1 none */
+};
+
+struct wd_state {
+        struct wd_args a;
+        struct gs_wd *rules;
+        struct events *ev;
+        int64_t next_ms;
+        uint64_t last_seen_us[GS_MAX_GPUS];
+        bool nvml_failed[GS_MAX_GPUS];
+        /* one sample */
+        uint64_t gen;
+        struct memo memo[WD_MEMO];
+        struct nvml_proc raw[GS_MAX_GPUS][WD_MAX_PROCS];
+        struct gs_wd_proc procs[GS_MAX_GPUS][WD_MAX_PROCS];
+        struct gs_wd_gpu gpus[GS_MAX_GPUS];
+        struct gs_wd_slice slices[GS_LEDGER_MAX_SLICES];
+        pid_t slice_pid[GS_LEDGER_MAX_SLICES]; /* a live local slice's process, else 0 */
+        bool dir_known[GS_LEDGER_MAX_SLICES];  /* a pod slice's directory identity */
+        dev_t dir_dev[GS_LEDGER_MAX_SLICES];
+        ino_t dir_ino[GS_LEDGER_MAX_SLICES];
+        size_t n_slices;
+        bool any_pod;
+        struct gs_wd_book books[WD_MAX_BOOKS];
+        size_t n_books;
+        struct gs_slice_state state; /* one slice's books file, read */
+        struct gs_wd_verdict verdicts[WD_MAX_VERDICTS];
+        char why[GS_MAX_GPUS][WD_MAX_PROCS][160]; /* why a process is in no slice */
+        pid_t killed[WD_MAX_VERDICTS];            /* this sample's kills */
+        size_t n_killed;
+        /* cost */
+        uint64_t n_samples, cpu_us_sum, cpu_us_max;
+        uint64_t nvml_us_sum; /* of which in NVML's calls (simgpu: its own /proc reads) */
+};
+
+int wd_policy_parse(const char *s, enum wd_policy *ret)
+{
+        static const char *const names[] = { "report", "kill", "evict" };
+        for (unsigned i = 0; i < 3; i++)
+                if (strcmp(s, names[i]) == 0) {
+                        *ret = (enum wd_policy)i;
+                        return 0;
+                }
+        return -EINVAL;
+}
+
+const char *wd_policy_name(enum wd_policy p)
+{
+        return p == WD_KILL ? "kill" : p == WD_EVICT ? "evict" : "report";
+}
+
+/* ---- mapping a pid to a slice ---- */
+
+static struct memo *memo_slot(struct wd_state *w, pid_t pid)
+{
+        size_t h = ((size_t)pid * 2654435761u) & (WD_MEMO - 1);
+        for (size_t i = 0; i < WD_MEMO; i++) {
+                struct memo *m = &w->memo[(h + i) & (WD_MEMO - 1)];
+                if (m->gen != w->gen || m->pid == pid)
+                        return m;
+        }
+        return NULL;
+}
+
+static int local_slice_of(const struct wd_state *w, pid_t p)
+{
+        for (size_t i = 0; i < w->n_slices; i++)
+                if (w->slice_pid[i] == p)
+                        return (int)i;
+        return -1;
+}
+
+/* The snapshot index of pid's slice, or -1 with the reason in why: a local
+ * slice whose process is pid or an ancestor (the walk is memoised), else
+ * the pod slice whose directory is mounted at NODE_CONTAINER_SLICE_DIR in
+ * pid's root. Certain either way: ancestry cannot be forged, and a bind
+ * mount of another pod's slice directory is out of a tenant's reach. */
+static int map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size)
+{
+        pid_t chain[WD_DEPTH];
+        unsigned n = 0;
+        int found = -1;
+        bool known = false;
+        for (pid_t p = pid; p > 1 && n < WD_DEPTH; p = proc_parent(p)) {
+                struct memo *m = memo_slot(w, p);
+                if (m && m->gen == w->gen) {
+                        found = m->slice;
+                        known = true;
+                        break;
+                }
+                if ((found = local_slice_of(w, p)) >= 0) {
+                        known = true;
+                        break;
+                }
+                chain[n++] = p;
+        }
+        (void)known;
+        for (unsigned i = 0; i < n; i++) {
+                struct memo *m = memo_slot(w, chain[i]);
+                if (m)
+                        *m = (struct memo){ .gen = w->gen, .pid = chain[i], .slice = found };
+        }
+        if (found >= 0)
+                return found;
+        if (!w->any_pod) {
+                snprintf(why, why_size, "no local slice's process is its ancestor");
+                return -1;
+        }
+        struct stat st;
+        int r = proc_root_stat_dir(pid, NODE_CONTAINER_SLICE_DIR, &st);
+        if (r < 0) {
+                snprintf(why, why_size,
+                         "no local slice's process is its ancestor, and "
+                         "/proc/%d/root%s: %s%s",
+                         (int)pid, NODE_CONTAINER_SLICE_DIR, strerror(-r),
+                         r == -EACCES || r == -EPERM ? " (the daemon needs CAP_SYS_PTRACE)" : "");
+                return -1;
+        }
+        for (size_t i = 0; i < w->n_slices; i++)
+                if (w->dir_known[i] && w->dir_dev[i] == st.st_dev && w->dir_ino[i] == st.st_ino)
+                        return (int)i;
+        snprintf(why, why_size,
+                 "no local slice's process is its ancestor, and its %s is no "
+                 "slice's directory",
+                 NODE_CONTAINER_SLICE_DIR);
+        return -1;
+}
+
+/* The pid of host process `pid` in its own pid namespace (NSpid's last
+ * field), or pid itself: what the shim wrote into its books slot. */
+static uint32_t inner_pid(pid_t pid)
+{
+        char path[64], buf[4096];
+        snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return (uint32_t)pid;
+        ssize_t len = read(fd, buf, sizeof(buf) - 1);
+        close(fd);
+        if (len <= 0)
+                return (uint32_t)pid;
+        buf[len] = '\0';
+        char *l = strstr(buf, "\nNSpid:");
+        if (!l)
+                return (uint32_t)pid;
+        l += 7;
+        char *end = strchr(l, '\n');
+        if (end)
+                *end = '\0';
+        char *last = strrchr(l, '\t');
+        uint64_t v;
+        return gs_u64_parse_str(last ? last + 1 : l, 0x3fffff, &v) == 0 && v > 0 ? (uint32_t)v
+                                                                                 : (uint32_t)pid;
+}
+
+/* ---- the books, read-only ---- */
+
+static void read_books(struct daemon *d, struct wd_state *w, struct gs_wd_slice *s)
+{
+        char path[DAEMON_PATH_MAX + 16];
+        node_slice_dir_path(d->node, s->id, path, sizeof(path));
+        strncat(path, "/" GS_SLICE_STATE_FILE, sizeof(path) - strlen(path) - 1);
+        s->books = &w->books[w->n_books];
+        s->n_books = 0;
+        s->books_valid = false;
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+        if (fd < 0) {
+                /* no books yet: no process of the slice has started */
+                s->books_valid = errno == ENOENT;
+                return;
+        }
+        ssize_t len = pread(fd, &w->state, sizeof(w->state), 0);
+        close(fd);
+        const struct gs_slice_state *st = &w->state;
+        if (len != (ssize_t)sizeof(*st) || st->magic != GS_SLICE_STATE_MAGIC ||
+            st->version != GS_SLICE_STATE_VERSION || st->file_size != sizeof(*st) ||
+            st->n_slots != GS_SLICE_STATE_SLOTS)
+                return;
+        s->books_valid = true;
+        for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS && w->n_books < WD_MAX_BOOKS; i++) {
+                uint64_t o = __atomic_load_n(&st->slots[i].owner, __ATOMIC_RELAXED);
+                if (!o)
+                        continue;
+                w->books[w->n_books++] = (struct gs_wd_book){
+                        .pid = (uint32_t)GS_SLOT_OWNER_PID(o),
+                        .charged = __atomic_load_n(&st->slots[i].charged, __ATOMIC_RELAXED),
+                };
+                s->n_books++;
+        }
+}
+
+/* ---- one sample ---- */
+
+static void snapshot_slices(struct daemon *d, struct wd_state *w)
+{
+        const struct gs_ledger *l = &d->node->ledger;
+        w->n_slices = 0;
+        w->n_books = 0;
+        w->any_pod = false;
+        for (size_t i = 0; i < l->n_slices && i < GS_LEDGER_MAX_SLICES; i++) {
+                const struct gs_slice *s = &l->slices[i];
+                struct gs_wd_slice *ws = &w->slices[w->n_slices];
+                size_t k = w->n_slices++;
+                *ws = (struct gs_wd_slice){ .kind = s->kind,
+                                            .shim = !gs_slice_is_whole(s),
+                                            .cap = gs_slice_is_whole(s) ? 0 : s->memory_cap,
+                                            .milli = s->milli,
+                                            .policy = s->policy };
+                snprintf(ws->id, sizeof(ws->id), "%s", s->id);
+                snprintf(ws->gpu, sizeof(ws->gpu), "%s", s->n_gpus ? s->gpus[0].uuid : "");
+                w->slice_pid[k] = 0;
+                w->dir_known[k] = false;
+                if (s->kind == GS_SLICE_LOCAL) {
+                        uint64_t start;
+                        if (s->pid > 1 && proc_start_time(s->pid, &start) == 0 &&
+                            start == s->start_time)
+                                w->slice_pid[k] = s->pid;
+                } else {
+                        char dir[DAEMON_PATH_MAX];
+                        struct stat st;
+                        node_slice_dir_path(d->node, s->id, dir, sizeof(dir));
+                        if (stat(dir, &st) == 0 && S_ISDIR(st.st_mode)) {
+                                w->dir_known[k] = true;
+                                w->dir_dev[k] = st.st_dev;
+                                w->dir_ino[k] = st.st_ino;
+                                w->any_pod = true;
+                        }
+                }
+                if (ws->shim)
+                        read_books(d, w, ws);
+        }
+}
+
+static int64_t cpu_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+        return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static uint64_t wall_us(void)
+{
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Pod processes: the books hold the pid each process has in its own pid
+ * namespace; put the host pid NVML reports in its place. */
+static void translate_book(struct wd_state *w, const struct gs_wd_proc *p)
+{
+        const struct gs_wd_slice *s = &w->slices[p->slice];
+        uint32_t in = inner_pid((pid_t)p->pid);
+        if (in == p->pid || !s->n_books)
+                return;
+        struct gs_wd_book *b = &w->books[s->books - w->books];
+        for (size_t i = 0; i < s->n_books; i++)
+                if (b[i].pid == in)
+                        b[i].pid = p->pid;
+}
+
+static int pidfd_open_(pid_t pid)
+{
+        return (int)syscall(SYS_pidfd_open, pid, 0);
+}
+
+/* SIGKILL pid if it is still in snapshot slice `slice` (-1: in none):
+ * the pidfd pins the process, then its slice is mapped again. 0 or a
+ * negative errno (-ESTALE: no longer attributable as it was). */
+static int kill_one(struct wd_state *w, pid_t pid, int slice)
+{
+        for (size_t i = 0; i < w->n_killed; i++)
+                if (w->killed[i] == pid)
+                        return 0; /* another verdict of this sample killed it */
+        if (pid <= 1 || pid == getpid())
+                return -EPERM;
+        int fd = pidfd_open_(pid);
+        if (fd < 0)
+                return -errno;
+        char why[160];
+        w->gen++; /* a fresh walk */
+        int now = map_pid(w, pid, why, sizeof(why));
+        int r = 0;
+        if (now != slice)
+                r = -ESTALE;
+        else if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0)
+                r = -errno;
+        close(fd);
+        if (r == 0 && w->n_killed < WD_MAX_VERDICTS)
+                w->killed[w->n_killed++] = pid;
+        return r;
+}
+
+/* Kill what verdict v names under the kill policy: its process, or for a
+ * slice-wide verdict (pid 0) every process of the slice on its GPU.
+ * Returns the number killed, or a negative errno for the first failure. */
+static int kill_verdict(struct wd_state *w, const struct gs_wd_snapshot *snap,
+                        const struct gs_wd_verdict *v, int slice)
+{
+        if (v->pid) {
+                int r = kill_one(w, (pid_t)v->pid, slice);
+                return r < 0 ? r : 1;
+        }
+        int n = 0, err = 0;
+        for (size_t g = 0; g < snap->n_gpus; g++) {
+                if (strcmp(snap->gpus[g].uuid, v->gpu) != 0)
+                        continue;
+                for (size_t k = 0; k < snap->gpus[g].n_procs; k++) {
+                        const struct gs_wd_proc *p = &snap->gpus[g].procs[k];
+                        if (p->slice != slice)
+                                continue;
+                        int r = kill_one(w, (pid_t)p->pid, slice);
+                        if (r == 0)
+                                n++;
+                        else if (!err)
+                                err = r;
+                }
+        }
+        return n ? n : err;
+}
+
+static int slice_index(const struct wd_state *w, const char *id)
+{
+        for (size_t i = 0; i < w->n_slices; i++)
+                if (strcmp(w->slices[i].id, id) == 0)
+                        return (int)i;
+        return -1;
+}
+
+/* Why pid could not be mapped, from this sample. */
+static const char *why_of(const struct wd_state *w, const struct gs_wd_snapshot *snap, uint32_t pid)
+{
+        for (size_t g = 0; g < snap->n_gpus; g++)
+                for (size_t k = 0; k < snap->gpus[g].n_procs; k++)
+                        if (snap->gpus[g].procs[k].pid == pid && w->why[g][k][0])
+                                return w->why[g][k];
+        return "";
+}
+
+/* Events for verdict v, and the policy's action once it is actionable. */
+static void act(struct wd_state *w, const struct gs_wd_snapshot *snap,
+                const struct gs_wd_verdict *v)
+{
+        bool kill_policy = w->a.policy != WD_REPORT;
+        bool unsliced = v->reason == GS_WD_UNSLICED;
+        bool killable = kill_policy && (!unsliced || w->a.kill_unsliced);
+        if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
+                return;
+        char msg[EVENTS_LINE_MAX];
+        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
+                                  .pid = (pid_t)v->pid,
+                                  .slice = v->slice,
+                                  .gpu = v->gpu,
+                                  .used = v->used ? v->used : v->slice_used,
+                                  .cap = v->cap,
+                                  .books = v->books,
+                                  .util_milli = v->util_milli,
+                                  .share_milli = v->share_milli,
+                                  .msg = msg };
+        const char *why = unsliced ? why_of(w, snap, v->pid) : "";
+        if (!v->actionable) {
+                snprintf(msg, sizeof(msg), "%s%s%s (acting after %" PRId64 " ms of grace)", v->msg,
+                         *why ? ": " : "", why, w->a.grace_ms);
+                f.action = "detected";
+                events_add(w->ev, &f);
+                return;
+        }
+        int r = 0;
+        if (killable)
+                r = kill_verdict(w, snap, v, unsliced ? -1 : slice_index(w, v->slice));
+        if (!v->became_actionable)
+                return;
+        if (!kill_policy) {
+                f.action = "reported";
+                snprintf(msg, sizeof(msg), "%s%s%s (policy report)", v->msg, *why ? ": " : "", why);
+        } else if (!killable) {
+                f.action = "reported";
+                snprintf(msg, sizeof(msg),
+                         "%s%s%s (not killed: outside every slice, and "
+                         "--kill-unsliced is not given)",
+                         v->msg, *why ? ": " : "", why);
+        } else if (r > 0) {
+                f.action = "killed";
+                snprintf(msg, sizeof(msg), "%s: SIGKILL%s", v->msg,
+                         w->a.policy == WD_EVICT ? " (evict falls back to kill: no API-server "
+                                                   "access)"
+                                                 : "");
+        } else {
+                f.action = "kill_failed";
+                snprintf(msg, sizeof(msg), "%s: not killed: %s", v->msg,
+                         r == -ESTALE ? "no longer attributable to the same slice" : strerror(-r));
+        }
+        events_add(w->ev, &f);
+}
+
+static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
+{
+        int64_t c0 = cpu_us();
+        w->gen++;
+        w->n_killed = 0;
+        snapshot_slices(d, w);
+        const struct gs_inventory *inv = &d->node->inv;
+        size_t n_gpus = 0;
+        for (unsigned i = 0; i < inv->n_gpus && i < GS_MAX_GPUS; i++) {
+                struct gs_wd_gpu *g = &w->gpus[n_gpus];
+                uint64_t now_us = wall_us();
+                int64_t n0 = cpu_us();
+                int n = nvml_gpu_processes(d->nvml, inv->gpus[i].index, w->last_seen_us[i],
+                                           w->raw[i], WD_MAX_PROCS);
+                w->nvml_us_sum += (uint64_t)(cpu_us() - n0);
+                if (n < 0) {
+                        if (!w->nvml_failed[i])
+                                gs_log_warn("watchdog: NVML cannot list the processes of GPU "
+                                            "%s; it is not watched until it answers",
+                                            inv->gpus[i].uuid);
+                        w->nvml_failed[i] = true;
+                        continue;
+                }
+                w->nvml_failed[i] = false;
+                w->last_seen_us[i] = now_us;
+                snprintf(g->uuid, sizeof(g->uuid), "%s", inv->gpus[i].uuid);
+                g->procs = w->procs[n_gpus];
+                g->n_procs = 0;
+                for (int k = 0; k < n; k++) {
+                        const struct nvml_proc *rp = &w->raw[i][k];
+                        struct gs_wd_proc *p = &w->procs[n_gpus][g->n_procs];
+                        w->why[n_gpus][g->n_procs][0] = '\0';
+                        *p = (struct gs_wd_proc){ .pid = rp->pid,
+                                                  .used = rp->used,
+                                                  .util = rp->util };
+                        p->slice = map_pid(w, (pid_t)rp->pid, w->why[n_gpus][g->n_procs],
+                                           sizeof(w->why[0][0]));
+                        g->n_procs++;
+                        if (p->slice >= 0 && w->slices[p->slice].kind != GS_SLICE_LOCAL)
+                                translate_book(w, p);
+                }
+                n_gpus++;
+        }
+        struct gs_wd_snapshot snap = {
+                .gpus = w->gpus, .n_gpus = n_gpus, .slices = w->slices, .n_slices = w->n_slices
+        };
+        size_t nv = gs_wd_evaluate(w->rules, &snap, now_ms, w->verdicts, WD_MAX_VERDICTS);
+        if (nv > WD_MAX_VERDICTS) {
+                gs_log_warn("watchdog: %zu verdicts in one sample; acting on the first %d", nv,
+                            WD_MAX_VERDICTS);
+                nv = WD_MAX_VERDICTS;
+        }
+        for (size_t i = 0; i < nv; i++)
+                act(w, &snap, &w->verdicts[i]);
+        uint64_t c = (uint64_t)(cpu_us() - c0);
+        w->n_samples++;
+        w->cpu_us_sum += c;
+        if (c > w->cpu_us_max)
+                w->cpu_us_max = c;
+}
+
+static int wd_tick(void *ctx, int64_t now_ms)
+{
+        struct daemon *d = ctx;
+        struct wd_state *w = d->wd;
+        if (!w)
+                return -1;
+        if (now_ms < w->next_ms)
+                return (int)(w->next_ms - now_ms);
+        w->next_ms = now_ms + w->a.interval_ms;
+        sample(d, w, now_ms);
+        return (int)w->a.interval_ms;
+}
+
+int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **err)
+{
+        struct wd_state *w = calloc(1, sizeof(*w));
+        if (!w)
+                return gs_error_set(err, -ENOMEM, "out of memory for the watchdog");
+        w->a = *a;
+        struct gs_wd_config cfg;
+        gs_wd_config_default(&cfg);
+        cfg.grace_ms = a->grace_ms;
+        int r = events_open(d->state_dir, EVENTS_KEEP, &w->ev, err);
+        if (r < 0) {
+                free(w);
+                return r;
+        }
+        d->events = w->ev;
+        if (a->interval_ms == 0) {
+                gs_log_info("watchdog: off (--watch-interval 0); events are still served");
+                free(w);
+                return 0;
+        }
+        if (!(w->rules = gs_wd_new(&cfg))) {
+                events_close(w->ev);
+                d->events = NULL;
+                free(w);
+                return gs_error_set(err, -ENOMEM, "out of memory for the watchdog");
+        }
+        if (a->policy == WD_EVICT)
+                gs_log_warn("watchdog: --overuse-policy evict: the daemon has no API-server "
+                            "access yet; offenders are killed instead (their pods' kubelets "
+                            "restart and count them)");
+        d->wd = w;
+        r = node_loop_add_tick(&d->loop, wd_tick, d);
+        if (r < 0) {
+                d->wd = NULL;
+                gs_wd_free(w->rules);
+                free(w);
+                return gs_error_set(err, r, "the event loop has no room for the watchdog's tick");
+        }
+        gs_log_info("watchdog: every %u ms, grace %" PRId64 " ms, policy %s%s", a->interval_ms,
+                    a->grace_ms, wd_policy_name(a->policy),
+                    a->kill_unsliced ? ", unsliced GPU processes are killed too" : "");
+        return 0;
+}
+
+void watchdog_stop(struct daemon *d)
+{
+        struct wd_state *w = d->wd;
+        if (w) {
+                if (w->n_samples)
+                        gs_log_info("watchdog: %" PRIu64 " samples, CPU per sample mean %" PRIu64
+                                    " us (of which NVML's calls %" PRIu64 " us), max %" PRIu64
+                                    " us",
+                                    w->n_samples, w->cpu_us_sum / w->n_samples,
+                                    w->nvml_us_sum / w->n_samples, w->cpu_us_max);
+                gs_wd_free(w->rules);
+                free(w);
+                d->wd = NULL;
+        }
+        events_close(d->events);
+        d->events = NULL;
+}

@@ -1,0 +1,43 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* gpusliced's watchdog (watchdog.c): every interval, on the event loop, it
+ * reads NVML's processes of every GPU, maps each to its slice (local
+ * slices by ancestry up to the slice's process, pods by the identity of the
+ * slice directory mounted in the process's root), reads every slice's
+ * books read-only, asks core's rules (watchdog.h) for verdicts, and acts on
+ * the actionable ones by policy. Every verdict and action is an event
+ * (events.h). */
+#ifndef GS_DAEMON_WATCHDOG_H
+#define GS_DAEMON_WATCHDOG_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "error.h"
+
+enum wd_policy { WD_REPORT, WD_KILL, WD_EVICT };
+
+struct wd_args {
+        unsigned interval_ms;  /* --watch-interval, default 500; 0: watchdog off */
+        int64_t grace_ms;      /* --overuse-grace, default 2000 */
+        enum wd_policy policy; /* --overuse-policy, default report */
+        bool kill_unsliced;    /* --kill-unsliced */
+};
+
+#define WD_DEFAULT_INTERVAL_MS 500
+#define WD_DEFAULT_GRACE_MS 2000
+
+/* "report", "kill", "evict" -> *ret; -EINVAL for anything else. */
+int wd_policy_parse(const char *s, enum wd_policy *ret);
+const char *wd_policy_name(enum wd_policy p);
+
+struct daemon;
+
+/* Open the events of d's state directory and add the watchdog's tick to
+ * d's loop (after the inventory and NVML are open). 0 or a negative errno
+ * with *err. */
+int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **err);
+/* Log the watchdog's CPU cost per sample, close the events. Under the
+ * node's lock, before NVML is closed. */
+void watchdog_stop(struct daemon *d);
+
+#endif /* GS_DAEMON_WATCHDOG_H */
