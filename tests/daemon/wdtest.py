@@ -110,6 +110,21 @@ def kill_strays():
             pass
 
 
+def kill_tree(pid):
+    """SIGKILL pid and all its descendants (children first seen, then killed)."""
+    try:
+        with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+            kids = [int(x) for x in f.read().split()]
+    except OSError:
+        kids = []
+    try:
+        os.kill(pid, 9)
+    except OSError:
+        pass
+    for k in kids:
+        kill_tree(k)
+
+
 def pid_of_child(parent, nth=0, timeout=5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
