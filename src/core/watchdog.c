@@ -148,10 +148,21 @@ static bool registered(const struct gs_wd_snapshot *s, uint32_t pid)
         return false;
 }
 
+/* Whether slice sl was placed on the GPU `uuid`. */
+static bool on_gpu(const struct gs_wd_slice *sl, const char *uuid)
+{
+        if (strcmp(sl->gpu, uuid) == 0)
+                return true;
+        for (unsigned i = 0; i < sl->n_more_gpus && i < GS_SLICE_MAX_GPUS - 1; i++)
+                if (strcmp(sl->more_gpus[i], uuid) == 0)
+                        return true;
+        return false;
+}
+
 static bool gpu_has_slices(const struct gs_wd_snapshot *s, const char *uuid)
 {
         for (size_t i = 0; i < s->n_slices; i++)
-                if (strcmp(s->slices[i].gpu, uuid) == 0)
+                if (on_gpu(&s->slices[i], uuid))
                         return true;
         return false;
 }
@@ -197,7 +208,7 @@ static void proc_rules(struct gs_wd *w, const struct gs_wd_snapshot *s, const st
                 return;
         }
         const struct gs_wd_slice *sl = &s->slices[p->slice];
-        if (strcmp(sl->gpu, g->uuid) != 0) {
+        if (!on_gpu(sl, g->uuid)) {
                 struct gs_wd_verdict v = verdict(GS_WD_WRONG_GPU, p->pid, sl->id, g->uuid);
                 v.used = p->used;
                 v.cap = sl->cap;

@@ -81,9 +81,11 @@ struct gs_wd_book {
 struct gs_wd_slice {
         char id[GS_SLICE_ID_MAX + 1];
         enum gs_slice_kind kind;
-        char gpu[GS_GPU_UUID_MAX]; /* the GPU it was placed on (first, for whole) */
-        bool shim;                 /* a shim slice (share < 1000): cap, books, shim expected */
-        uint64_t cap;              /* bytes; 0: no cap */
+        char gpu[GS_GPU_UUID_MAX]; /* the GPU it was placed on (whole GPUs: the first) */
+        char more_gpus[GS_SLICE_MAX_GPUS - 1][GS_GPU_UUID_MAX]; /* whole GPUs: the others */
+        unsigned n_more_gpus;
+        bool shim;    /* a shim slice (share < 1000): cap, books, shim expected */
+        uint64_t cap; /* bytes; 0: no cap */
         uint32_t milli;
         enum gs_compute_policy policy;
         bool books_valid; /* the books could be read */

@@ -250,6 +250,9 @@ static void snapshot_slices(struct daemon *d, struct wd_state *w)
                                             .policy = s->policy };
                 snprintf(ws->id, sizeof(ws->id), "%s", s->id);
                 snprintf(ws->gpu, sizeof(ws->gpu), "%s", s->n_gpus ? s->gpus[0].uuid : "");
+                for (unsigned g = 1; g < s->n_gpus && g < GS_SLICE_MAX_GPUS; g++)
+                        snprintf(ws->more_gpus[ws->n_more_gpus++], sizeof(ws->more_gpus[0]), "%s",
+                                 s->gpus[g].uuid);
                 w->slice_pid[k] = 0;
                 w->dir_known[k] = false;
                 if (s->kind == GS_SLICE_LOCAL) {

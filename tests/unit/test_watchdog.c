@@ -194,6 +194,16 @@ static void test_whole_gpu_slice_has_no_shim_rules(void **state)
         proc(&f, 0, 100, 8000 * MiB, 0, 100);
         struct gs_wd *w = gs_wd_new(NULL);
         assert_int_equal(eval(w, &f, 0), 0);
+        /* a second GPU of the slice: not a wrong GPU, and watched */
+        proc(&f, 1, 100, 8000 * MiB, 0, 100);
+        assert_int_equal(eval(w, &f, 10), 1);
+        assert_int_equal(f.out[0].reason, GS_WD_WRONG_GPU);
+        snprintf(f.slices[0].more_gpus[0], sizeof(f.slices[0].more_gpus[0]), "GPU-B");
+        f.slices[0].n_more_gpus = 1;
+        assert_int_equal(eval(w, &f, 20), 0);
+        proc(&f, 1, 300, 100 * MiB, -1, 0);
+        assert_int_equal(eval(w, &f, 30), 1);
+        assert_int_equal(f.out[0].reason, GS_WD_UNSLICED);
         gs_wd_free(w);
 }
 
