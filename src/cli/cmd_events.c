@@ -69,7 +69,7 @@ static const char *value(const char *line, const char *key, size_t *len)
 static void print_json(const char *line, bool first, bool array)
 {
         size_t len;
-        printf("%s{", array ? (first ? "\n  " : ",\n  ") : "");
+        printf("%s{", array ? (first ? "[\n  " : ",\n  ") : "");
         for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
                 const char *v = value(line, fields[i], &len);
                 printf("%s\"%s\": ", i ? ", " : "", fields[i]);
@@ -165,8 +165,6 @@ int cmd_events(int argc, char **argv)
         struct gs_error *err = NULL;
         uint64_t since = 0;
         bool first = true, array = json && !follow;
-        if (array)
-                printf("[");
         do {
                 int fd = -1;
                 if (cli_connect(&co, &fd, &err) < 0 ||
@@ -182,6 +180,6 @@ int cmd_events(int argc, char **argv)
                         sleep(1);
         } while (follow);
         if (array)
-                printf("%s]\n", first ? "" : "\n");
+                printf("%s]\n", first ? "[" : "\n");
         return 0;
 }
