@@ -36,11 +36,23 @@
 #define WD_MAX_VERDICTS 1024
 #define WD_MEMO 8192 /* pids whose ancestry a sample walked (power of 2) */
 #define WD_DEPTH 64
+#define WD_SEEN 4096     /* processes remembered in their slice across samples */
+#define WD_SEEN_KEEP 120 /* samples an unseen process is remembered */
 
 struct memo {
         uint64_t gen;
         pid_t pid;
         int slice; /* snapshot index, -1 none */
+};
+
+/* A GPU process once mapped to its slice, by identity (pid, start time):
+ * it stays in that slice when its parent dies and it is reparented away
+ * from the slice's process (setsid, double fork). */
+struct seen {
+        pid_t pid;
+        uint64_t start;
+        char slice[GS_SLICE_ID_MAX + 1];
+        uint64_t last; /* sample number it was last listed by NVML */
 };
 
 struct wd_state {
@@ -68,7 +80,9 @@ struct wd_state {
         struct gs_slice_state state; /* one slice's books file, read */
         struct gs_wd_verdict verdicts[WD_MAX_VERDICTS];
         char why[GS_MAX_GPUS][WD_MAX_PROCS][160]; /* why a process is in no slice */
-        pid_t killed[WD_MAX_VERDICTS];            /* this sample's kills */
+        struct seen seen[WD_SEEN];
+        size_t n_seen;
+        pid_t killed[WD_MAX_VERDICTS]; /* this sample's kills */
         size_t n_killed;
         /* cost */
         uint64_t n_samples, cpu_us_sum, cpu_us_max;
@@ -193,6 +207,61 @@ static uint32_t inner_pid(pid_t pid)
         uint64_t v;
         return gs_u64_parse_str(last ? last + 1 : l, 0x3fffff, &v) == 0 && v > 0 ? (uint32_t)v
                                                                                  : (uint32_t)pid;
+}
+
+static struct seen *seen_of(struct wd_state *w, pid_t pid)
+{
+        for (size_t i = 0; i < w->n_seen; i++)
+                if (w->seen[i].pid == pid)
+                        return &w->seen[i];
+        return NULL;
+}
+
+static int slice_index(const struct wd_state *w, const char *id);
+
+/* map_pid, remembering what it found: a process mapped once keeps its
+ * slice (checked by its start time) when its ancestry no longer leads to
+ * the slice's process. */
+static int map_pid_seen(struct wd_state *w, pid_t pid, char *why, size_t why_size)
+{
+        int found = map_pid(w, pid, why, why_size);
+        struct seen *e = seen_of(w, pid);
+        uint64_t start;
+        if (found >= 0) {
+                if (e && strcmp(e->slice, w->slices[found].id) == 0) {
+                        e->last = w->n_samples;
+                        return found;
+                }
+                if (proc_start_time(pid, &start) < 0)
+                        return found;
+                if (!e && w->n_seen < WD_SEEN)
+                        e = &w->seen[w->n_seen++];
+                if (e) {
+                        *e = (struct seen){ .pid = pid, .start = start, .last = w->n_samples };
+                        snprintf(e->slice, sizeof(e->slice), "%s", w->slices[found].id);
+                }
+                return found;
+        }
+        if (!e)
+                return -1;
+        int k = slice_index(w, e->slice);
+        if (k < 0 || proc_start_time(pid, &start) < 0 || start != e->start) {
+                *e = w->seen[--w->n_seen]; /* another process now, or its slice is gone */
+                return -1;
+        }
+        e->last = w->n_samples;
+        why[0] = '\0';
+        return k;
+}
+
+/* Forget processes NVML has not listed for WD_SEEN_KEEP samples. */
+static void seen_sweep(struct wd_state *w)
+{
+        for (size_t i = 0; i < w->n_seen;)
+                if (w->n_samples - w->seen[i].last > WD_SEEN_KEEP)
+                        w->seen[i] = w->seen[--w->n_seen];
+                else
+                        i++;
 }
 
 /* ---- the books, read-only ---- */
@@ -324,7 +393,7 @@ static int kill_one(struct wd_state *w, pid_t pid, int slice)
                 return -errno;
         char why[160];
         w->gen++; /* a fresh walk */
-        int now = map_pid(w, pid, why, sizeof(why));
+        int now = map_pid_seen(w, pid, why, sizeof(why));
         int r = 0;
         if (now != slice)
                 r = -ESTALE;
@@ -473,8 +542,8 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
                         *p = (struct gs_wd_proc){ .pid = rp->pid,
                                                   .used = rp->used,
                                                   .util = rp->util };
-                        p->slice = map_pid(w, (pid_t)rp->pid, w->why[n_gpus][g->n_procs],
-                                           sizeof(w->why[0][0]));
+                        p->slice = map_pid_seen(w, (pid_t)rp->pid, w->why[n_gpus][g->n_procs],
+                                                sizeof(w->why[0][0]));
                         g->n_procs++;
                         if (p->slice >= 0 && w->slices[p->slice].kind != GS_SLICE_LOCAL)
                                 translate_book(w, p);
@@ -492,6 +561,7 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
         }
         for (size_t i = 0; i < nv; i++)
                 act(w, &snap, &w->verdicts[i]);
+        seen_sweep(w);
         uint64_t c = (uint64_t)(cpu_us() - c0);
         w->n_samples++;
         w->cpu_us_sum += c;

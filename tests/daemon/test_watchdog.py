@@ -65,6 +65,26 @@ try:
                    e["action"] == "reported", 3, "unsliced reported")
     check("--kill-unsliced" not in e["msg"], "report names a kill flag: %r" % e)
 
+    # Slice D: a child whose parent exits (reparented away from the slice's
+    # process) stays in its slice: mapped once, followed by identity.
+    hd = Holder(w, '/bin/sh -c \'env -u LD_PRELOAD -u GPUSLICE_CONFIG "$HOLD" 268435456 '
+                   '> "$DIR/d.out" & sleep 1\'; sleep 60')
+    t, items = w.create(hd.p.pid, 100, memory=GIB)
+    check(t == REPLY | CREATE, "create D: %r" % (items,))
+    sid_d = get(items, "slice")
+    hd.go(items)
+    check(wait_ready(os.path.join(w.dir, "d.out")) == "ready", "D's process failed")
+    mid = pid_of_child(hd.p.pid, 0)[0]
+    orphan = pid_of_child(mid, 0)[0]
+    wait_event(w, lambda e: e["reason"] == "no_shim" and e["pid"] == orphan, 3, "no_shim for D")
+    w.wait_for(lambda: not os.path.exists("/proc/%d" % mid) or
+               open("/proc/%d/stat" % orphan).read().rsplit(")", 1)[1].split()[1] != str(mid),
+               timeout=5, what="D's child reparented")
+    time.sleep(1.0)
+    mine = [e for e in events(w) if e["pid"] == orphan]
+    check(mine and all(e["slice"] == sid_d and e["reason"] == "no_shim" for e in mine),
+          "the reparented child left its slice: %r" % mine)
+
     # Slice B: one process with the shim, then its books forged to say 0.
     hb = Holder(w, 'exec "$HOLD" 268435456 > "$DIR/b.out"')
     t, items = w.create(hb.p.pid, 100, memory=GIB)
@@ -115,5 +135,7 @@ try:
           "events across a restart: %d -> %d" % (len(before), len(after)))
     print("PASS")
 finally:
+    for p in w.children:
+        kill_tree(p.pid)
     kill_strays()
     w.cleanup()

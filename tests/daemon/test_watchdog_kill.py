@@ -114,5 +114,7 @@ try:
     check(hb.p.poll() is None and os.path.exists("/proc/%d" % good), "a slice process was killed")
     print("PASS")
 finally:
+    for p in w.children:
+        kill_tree(p.pid)
     kill_strays()
     w.cleanup()
