@@ -135,6 +135,14 @@ void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s)
         l->next_id++;
 }
 
+int gs_slice_id_number(const char *id, uint64_t *ret)
+{
+        const char *num = id + strlen(id);
+        while (num > id && num[-1] >= '0' && num[-1] <= '9')
+                num--; /* the number ending "s<n>", "k8s-<n>" or "dra-<n>" */
+        return gs_u64_parse_str(num, UINT64_MAX / 2, ret);
+}
+
 struct gs_slice *gs_ledger_find(const struct gs_ledger *l, const char *id)
 {
         for (size_t i = 0; i < l->n_slices; i++)

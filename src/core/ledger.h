@@ -108,6 +108,10 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err);
  * Kubernetes one, n = next_id) and advance next_id. */
 void gs_ledger_assign_id(struct gs_ledger *l, struct gs_slice *s);
 
+/* The number n of an id gs_ledger_assign_id gave ("s<n>", "k8s-<n>",
+ * "dra-<n>"). 0, or -EINVAL when the id ends in no number. */
+int gs_slice_id_number(const char *id, uint64_t *ret);
+
 /* Copy a valid slice (and its units text) into the ledger. -EEXIST for a duplicate id, -ENOSPC
  * past GS_LEDGER_MAX_SLICES, -ENOMEM, -EINVAL for an invalid slice. */
 int gs_ledger_add(struct gs_ledger *l, const struct gs_slice *s, struct gs_error **err);

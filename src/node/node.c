@@ -112,6 +112,7 @@ int node_open(const struct node_config *cfg, struct node **ret, struct gs_error 
                 r = node_files_init(n, err);
         if (r >= 0)
                 r = load_ledger(n, err);
+        n->opened_next_id = n->ledger.next_id;
         if (r < 0) {
                 node_close(n);
                 return r;

@@ -68,6 +68,9 @@ struct node {
         /* Moves on every change of the ledger or of the inventory's
          * identity or health (what front-ends advertise depends on both). */
         uint64_t generation;
+        /* The ledger's next_id as node_open loaded it: a smaller id the
+         * ledger lacks was released by this node, not lost. */
+        uint64_t opened_next_id;
 };
 
 /* What a front-end asks for. */
@@ -136,7 +139,8 @@ int node_slice_release_locked(struct node *n, const char *id, const char *why);
  * files are rewritten, its id and paths stay. For a pod's slice whose
  * containers have not started yet (the kubelet hands an init container's
  * units to the next container of the pod). 0, -ENOENT, -EINVAL (a whole-GPU
- * slice or share), or -ENOSPC when its GPU has no room (nothing changed). */
+ * slice or share), -ENODEV when its GPU is not healthy, or -ENOSPC when its
+ * GPU has no room (nothing changed). */
 int node_slice_resize_locked(struct node *n, const char *id, uint32_t milli, const char *units,
                              struct gs_error **err);
 

@@ -35,6 +35,18 @@ void node_preload_path(const struct node *n, char *buf, size_t size)
         snprintf(buf, size, "%s/ld.so.preload", n->state_dir);
 }
 
+/* Write <state>/ld.so.preload naming `container_shim`. */
+static int write_preload(struct node *n, const char *container_shim, struct gs_error **err)
+{
+        char path[NODE_PATH_MAX], line[GS_PATH_MAX + 2];
+        node_preload_path(n, path, sizeof(path));
+        int len = snprintf(line, sizeof(line), "%s\n", container_shim);
+        if (len < 0 || (size_t)len >= sizeof(line))
+                return gs_error_set(err, -ENAMETOOLONG, "shim path too long");
+        int r = gs_file_replace(path, line, (size_t)len, NODE_PRELOAD_MODE, err);
+        return r < 0 ? r : 0;
+}
+
 int node_files_init(struct node *n, struct gs_error **err)
 {
         static const char *const subs[] = { "conf", "slices" };
@@ -48,7 +60,9 @@ int node_files_init(struct node *n, struct gs_error **err)
                 if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                         return gs_error_set(err, -ENOTDIR, "%s is not a directory", path);
         }
-        return 0;
+        /* Every front-end that mounts the shim into containers (the device
+         * plugin, the DRA driver) mounts this file with it. */
+        return n->shim_path[0] ? write_preload(n, NODE_CONTAINER_SHIM, err) : 0;
 }
 
 /* The config a shim slice's processes read. */
@@ -173,17 +187,6 @@ void node_files_remove_slice(struct node *n, const char *id)
                 gs_log_warn("cannot remove %s: %m", path);
         node_slice_dir_path(n, id, path, sizeof(path));
         remove_dir(path);
-}
-
-int node_files_write_preload(struct node *n, const char *container_shim, struct gs_error **err)
-{
-        char path[NODE_PATH_MAX], line[GS_PATH_MAX + 2];
-        node_preload_path(n, path, sizeof(path));
-        int len = snprintf(line, sizeof(line), "%s\n", container_shim);
-        if (len < 0 || (size_t)len >= sizeof(line))
-                return gs_error_set(err, -ENAMETOOLONG, "shim path too long");
-        int r = gs_file_replace(path, line, (size_t)len, NODE_PRELOAD_MODE, err);
-        return r < 0 ? r : 0;
 }
 
 /* Remove the entries of <state>/<sub> that name no slice of the ledger:

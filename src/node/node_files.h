@@ -38,7 +38,9 @@ void node_conf_path(const struct node *n, const char *id, char *buf, size_t size
 void node_slice_dir_path(const struct node *n, const char *id, char *buf, size_t size);
 void node_preload_path(const struct node *n, char *buf, size_t size);
 
-/* Make the layout's directories under n->state_dir (which exists). */
+/* Make the layout's directories under n->state_dir (which exists) and,
+ * when the node has a shim path, <state>/ld.so.preload naming the shim's
+ * path in containers. */
 int node_files_init(struct node *n, struct gs_error **err);
 
 /* Write a shim slice's directory (mode and owner by its kind, see above)
@@ -52,9 +54,6 @@ bool node_files_slice_ok(struct node *n, const struct gs_slice *s);
 /* Remove a slice's config and its directory (one level of files, which the
  * shim created). Best effort, logged; a missing file is not an error. */
 void node_files_remove_slice(struct node *n, const char *id);
-
-/* Write <state>/ld.so.preload naming `container_shim`. */
-int node_files_write_preload(struct node *n, const char *container_shim, struct gs_error **err);
 
 /* Remove configs and slice directories no slice of the ledger names.
  * Returns how many were removed. */

@@ -145,6 +145,11 @@ int node_slice_resize_locked(struct node *n, const char *id, uint32_t milli, con
         if (pos < 0)
                 return gs_error_set(err, -ENODEV, "slice %s: its GPU is not in the inventory",
                                     s->id);
+        /* A lost GPU's memory is unknown: no cap to derive, no room to grow. */
+        if (!n->inv.gpus[pos].healthy || n->inv.gpus[pos].memory_total == 0)
+                return gs_error_set(err, -ENODEV, "slice %s: GPU %u (%s) is not healthy; the "
+                                    "slice keeps its size", s->id, n->inv.gpus[pos].index,
+                                    s->gpus[0].uuid);
         uint64_t cap = gs_default_memory_cap(milli, n->inv.gpus[pos].memory_total);
         struct gs_gpu_usage usage[GS_MAX_GPUS];
         node_usage_locked(n, usage);
@@ -208,11 +213,8 @@ int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct g
         if (r < 0)
                 return r;
         /* Its number must never be handed out again. */
-        const char *num = s->id + strlen(s->id);
-        while (num > s->id && num[-1] >= '0' && num[-1] <= '9')
-                num--; /* the number ending "s<n>" or "k8s-<n>" */
         uint64_t seq;
-        if (gs_u64_parse_str(num, UINT64_MAX / 2, &seq) == 0 && seq >= n->ledger.next_id)
+        if (gs_slice_id_number(s->id, &seq) == 0 && seq >= n->ledger.next_id)
                 n->ledger.next_id = seq + 1;
         const struct gs_slice *rec = gs_ledger_find(&n->ledger, s->id);
         if ((r = node_save_locked(n, err)) < 0 ||

@@ -41,6 +41,9 @@ static void open_layout(void **state)
         snprintf(path, sizeof(path), "%s/lock", e->state);
         assert_true(t_exists(path));
         assert_int_equal(e->node->ledger.n_slices, 0);
+        /* No shim path: no ld.so.preload for containers. */
+        node_preload_path(e->node, path, sizeof(path));
+        assert_false(t_exists(path));
 
         /* One daemon or plugin per state directory. */
         struct node *second = NULL;
@@ -66,6 +69,16 @@ static void local_shim_slice(void **state)
 {
         (void)state;
         struct t_env *e = t_env_new(2, T_SHIM, T_SOCK, T_CDI);
+        /* A shim path: node_open writes the containers' ld.so.preload, for
+         * whichever front-end (device plugin, DRA driver) mounts it. */
+        char preload_path[NODE_PATH_MAX], line[128] = "";
+        node_preload_path(e->node, preload_path, sizeof(preload_path));
+        assert_int_equal(t_mode(preload_path), 0644);
+        FILE *pf = fopen(preload_path, "r");
+        assert_non_null(pf);
+        assert_non_null(fgets(line, sizeof(line), pf));
+        fclose(pf);
+        assert_string_equal(line, NODE_CONTAINER_SHIM "\n");
         struct node_request req = t_local(300);
         struct gs_slice s = t_prepare(e, &req);
         assert_string_equal(s.id, "s1");
@@ -458,12 +471,63 @@ static void observer_told_once(void **state)
         t_env_free(e);
 }
 
+/* Resize: a share grows where there is room (ledger, disk and config
+ * follow), is refused past it or on a GPU that is not healthy, and a
+ * refusal changes nothing. */
+static void resize_share(void **state)
+{
+        (void)state;
+        struct t_env *e = t_env_new(1, T_SHIM, T_SOCK, NULL);
+        struct node_request req = t_kube(300, "0.0-299");
+        struct gs_slice s = t_prepare(e, &req);
+        struct node_request other = t_local(400);
+        t_prepare(e, &other);
+        struct gs_error *err = NULL;
+        node_lock(e->node);
+        assert_int_equal(node_slice_resize_locked(e->node, s.id, 600, "0.0-599", &err), 0);
+        const struct gs_slice *rec = gs_ledger_find(&e->node->ledger, s.id);
+        assert_int_equal(rec->milli, 600);
+        assert_int_equal(rec->memory_cap, gs_default_memory_cap(600, T_GPU_MEM));
+        assert_string_equal(rec->units, "0.0-599");
+        node_unlock(e->node);
+        struct gs_slice grown = *rec;
+        char dir[NODE_PATH_MAX];
+        t_dir_path(e, s.id, dir, sizeof(dir));
+        t_assert_conf(e, &grown, "/run/gpuslice/slice");
+        struct gs_ledger disk;
+        assert_int_equal(t_disk_slices(e, &disk), 2);
+        assert_int_equal(gs_ledger_find(&disk, s.id)->milli, 600);
+        gs_ledger_done(&disk);
+
+        /* 601 + 400 > 1000: refused, nothing changed. */
+        node_lock(e->node);
+        assert_int_equal(node_slice_resize_locked(e->node, s.id, 601, "0.0-600", &err), -ENOSPC);
+        assert_non_null(strstr(gs_error_msg(err), "600m"));
+        err = gs_error_free(err);
+        assert_int_equal(gs_ledger_find(&e->node->ledger, s.id)->milli, 600);
+
+        /* A GPU that is not healthy: no resize. */
+        struct gs_inventory inv = e->node->inv;
+        inv.gpus[0].healthy = false;
+        node_set_inventory_locked(e->node, &inv);
+        assert_int_equal(node_slice_resize_locked(e->node, s.id, 500, "0.0-499", &err), -ENODEV);
+        assert_non_null(strstr(gs_error_msg(err), "not healthy"));
+        err = gs_error_free(err);
+        rec = gs_ledger_find(&e->node->ledger, s.id);
+        assert_int_equal(rec->milli, 600);
+        assert_string_equal(rec->units, "0.0-599");
+        node_unlock(e->node);
+        t_assert_conf(e, &grown, "/run/gpuslice/slice");
+        t_env_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test_teardown(open_layout, t_teardown),
                 cmocka_unit_test_teardown(local_shim_slice, t_teardown),
                 cmocka_unit_test_teardown(kube_shim_slice, t_teardown),
+                cmocka_unit_test_teardown(resize_share, t_teardown),
                 cmocka_unit_test_teardown(edits_minimal, t_teardown),
                 cmocka_unit_test_teardown(whole_backend, t_teardown),
                 cmocka_unit_test_teardown(refusal_names_each_gpu, t_teardown),
