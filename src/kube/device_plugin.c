@@ -73,13 +73,6 @@ int dp_new(const struct dp_config *cfg, struct dp **ret, struct gs_error **err)
         d->grace = cfg->release_grace_s;
         snprintf(d->checkpoint_path, sizeof(d->checkpoint_path), "%s",
                  cfg->checkpoint_path ? cfg->checkpoint_path : "");
-        node_lock(d->node);
-        int r = node_files_write_preload(d->node, NODE_CONTAINER_SHIM, err);
-        node_unlock(d->node);
-        if (r < 0) {
-                dp_free(d);
-                return r;
-        }
         *ret = d;
         return 0;
 }
@@ -105,8 +98,8 @@ static unsigned local_units(const struct node *n, unsigned i);
 static int pod_units(const struct node *n, struct gs_unit_set *ret);
 
 /* FNV-1a over what the advertised list depends on: each GPU's health,
- * NUMA node and local hold, and where local slices hold units, which ids
- * pods have (the ids marked for local slices are others). */
+ * NUMA node and hold by other slices (local, DRA), and where they hold units, which ids
+ * pods have (the ids marked for them are others). */
 static uint64_t list_fingerprint(const struct node *n)
 {
         uint64_t h = 1469598103934665603ull;
@@ -169,15 +162,16 @@ int dp_checkpoint_read(struct dp *d, struct kube_checkpoint *ret)
         return r < 0 ? r : 1;
 }
 
-/* Units (0..1000) local slices hold on GPU i: their shares, or their
- * memory caps as a fraction of the GPU's memory when that is more. */
+/* Units (0..1000) the slices the kubelet did not ask for (local ones, DRA
+ * claims) hold on GPU i: their shares, or their memory caps as a fraction
+ * of the GPU's memory when that is more. */
 static unsigned local_units(const struct node *n, unsigned i)
 {
         const struct gs_gpu *g = &n->inv.gpus[i];
         uint64_t milli = 0, memory = 0;
         for (size_t k = 0; k < n->ledger.n_slices; k++) {
                 const struct gs_slice *s = &n->ledger.slices[k];
-                for (unsigned j = 0; s->kind == GS_SLICE_LOCAL && j < s->n_gpus; j++)
+                for (unsigned j = 0; s->kind != GS_SLICE_KUBE && j < s->n_gpus; j++)
                         if (strcmp(s->gpus[j].uuid, g->uuid) == 0) {
                                 bool whole = gs_slice_is_whole(s);
                                 milli += whole ? DP_UNITS_PER_GPU : s->milli;
@@ -573,6 +567,12 @@ int dp_restore_from_checkpoint(struct dp *d)
         for (size_t i = 0; r > 0 && i < cp.n_entries; i++) {
                 const struct kube_cp_entry *e = &cp.entries[i];
                 if (!e->slice[0] || gs_ledger_find(&d->node->ledger, e->slice))
+                        continue;
+                /* The kubelet keeps a deleted pod's entry until its next
+                 * Allocate: an id the ledger had handed out before it was
+                 * loaded, and lacks, was released here, not lost. */
+                uint64_t seq;
+                if (gs_slice_id_number(e->slice, &seq) == 0 && seq < d->node->opened_next_id)
                         continue;
                 struct gs_slice s;
                 struct gs_error *err = NULL;

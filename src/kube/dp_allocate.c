@@ -181,7 +181,7 @@ static void build_answer(struct built *b)
                                              .n_cdi_devices = e->n_cdi_devices };
 }
 
-/* "gpu0 200, gpu1 100 (600 held by local gpuslice slices)": each GPU's
+/* "gpu0 200, gpu1 100 (600 held by other gpuslice slices)": each GPU's
  * free units by the node's one usage formula, as a pod's event shows it. */
 static void describe_free(const struct dp *d, char *buf, size_t size)
 {
@@ -194,13 +194,13 @@ static void describe_free(const struct dp *d, char *buf, size_t size)
                 uint64_t local = 0;
                 for (size_t k = 0; k < n->ledger.n_slices; k++) {
                         const struct gs_slice *s = &n->ledger.slices[k];
-                        for (unsigned g = 0; s->kind == GS_SLICE_LOCAL && g < s->n_gpus; g++)
+                        for (unsigned g = 0; s->kind != GS_SLICE_KUBE && g < s->n_gpus; g++)
                                 if (strcmp(s->gpus[g].uuid, n->inv.gpus[i].uuid) == 0)
                                         local += gs_slice_is_whole(s) ? DP_UNITS_PER_GPU : s->milli;
                 }
                 char held[64] = "";
                 if (local)
-                        snprintf(held, sizeof(held), " (%" PRIu64 " held by local gpuslice slices)",
+                        snprintf(held, sizeof(held), " (%" PRIu64 " held by other gpuslice slices)",
                                  local);
                 int w = snprintf(buf + off, size - off, "%sgpu%u %" PRIu32 "%s%s", i ? ", " : "", i,
                                  n->inv.gpus[i].healthy ? usage[i].free_milli : 0,

@@ -169,10 +169,11 @@ static int make_shares(struct dra_driver *d, const struct dra_claim *c,
                 }
                 struct gs_slice_claim claim = { 0 };
                 snprintf(claim.uid, sizeof(claim.uid), "%s", c->uid);
-                snprintf(claim.request, sizeof(claim.request), "%s", sh->request);
-                for (char *p = claim.request; *p; p++)
-                        if (*p == '/')
-                                *p = '.'; /* a subrequest "req/sub" */
+                /* A subrequest's result ("req/sub", firstAvailable) is
+                 * the base request's for the kubelet, which matches
+                 * request_names to the containers' claims[].request. */
+                snprintf(claim.request, sizeof(claim.request), "%.*s",
+                         (int)strcspn(sh->request, "/"), sh->request);
                 snprintf(claim.share, sizeof(claim.share), "%s", sh->share_id);
                 bool whole = sh->milli >= GS_MILLI_PER_GPU;
                 struct node_request req = { .kind = GS_SLICE_DRA,

@@ -517,11 +517,16 @@ class ApiServerSim:
         """A ResourceClaim; with results, allocated as kube-scheduler writes
         status.allocation (results with shareID and consumedCapacity, the
         claim's config copied with source FromClaim, a node selector on the
-        node's name). requests: [{"name", "deviceClassName", "capacity"}]."""
+        node's name). requests: [{"name", "deviceClassName", "capacity"}],
+        with "subrequests": [names] a firstAvailable list of those (each
+        result's request is then "<name>/<subrequest>")."""
+        def exact(r):
+            return {"deviceClassName": r["deviceClassName"], "allocationMode": "ExactCount",
+                    "count": 1, "capacity": {"requests": r.get("capacity", {})}}
         spec = {"devices": {"requests": [
-            {"name": r["name"], "exactly": {"deviceClassName": r["deviceClassName"],
-                                            "allocationMode": "ExactCount", "count": 1,
-                                            "capacity": {"requests": r.get("capacity", {})}}}
+            {"name": r["name"], "firstAvailable": [dict(exact(r), name=sub)
+                                                   for sub in r["subrequests"]]}
+            if r.get("subrequests") else {"name": r["name"], "exactly": exact(r)}
             for r in requests]}}
         if config:
             spec["devices"]["config"] = config

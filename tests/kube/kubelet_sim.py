@@ -61,6 +61,9 @@ class Kubelet:
         self.on_register = None  # called inside Register, before it answers
 
     def start(self):
+        # A (re)started kubelet waits for registrations to its new socket:
+        # ones the last instance took are not this one's.
+        self.registrations = queue.Queue()
         self.server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
         h = grpc.method_handlers_generic_handler("v1beta1.Registration", {
             "Register": grpc.unary_unary_rpc_method_handler(

@@ -395,7 +395,7 @@ def t_shared_ledger(node):
         err = c.allocate_error(ids(0, 0, 600))
         check(err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED, str(err.code()))
         check("no single GPU" in err.details() and "gpu0 400" in err.details() and
-              "600 held by local gpuslice slices" in err.details(),
+              "600 held by other gpuslice slices" in err.details(),
               "the pod's event names the local slice's hold: %s" % err.details())
         check(not kube_slices(node), "a refused Allocate leaves nothing in the ledger")
         # A pod that fits beside it is fine.

@@ -101,13 +101,16 @@ class Node:
     def device(self, i=0):
         return self.slice()["spec"]["devices"][i]
 
-    def claim(self, name, milli, memory=None, policy=None, device=None, share=True):
-        """A claim the stand-in scheduler allocated on this node's GPU."""
+    def claim(self, name, milli, memory=None, policy=None, device=None, share=True,
+              subrequest=None):
+        """A claim the stand-in scheduler allocated on this node's GPU (with
+        subrequest: from a firstAvailable list, that subrequest chosen)."""
         dev = device or self.device()["name"]
         cap = {"milli": str(milli)}
         if memory is not None:
             cap["memory"] = str(memory)
-        res = {"request": "gpu", "driver": DRIVER, "pool": NODE, "device": dev,
+        res = {"request": "gpu/" + subrequest if subrequest else "gpu", "driver": DRIVER,
+               "pool": NODE, "device": dev,
                "consumedCapacity": dict(cap, **({} if memory is not None else {"memory": "0"}))}
         if share:
             res["shareID"] = str(uuid.uuid4())
@@ -116,8 +119,10 @@ class Node:
             config = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {
                 "apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "SliceConfig",
                 "policy": policy}}}]
-        obj = self.api.put_claim("ml", name, [{"name": "gpu", "deviceClassName": DRIVER,
-                                               "capacity": cap}], results=[res], config=config)
+        req = {"name": "gpu", "deviceClassName": DRIVER, "capacity": cap}
+        if subrequest:
+            req["subrequests"] = ["large", subrequest]
+        obj = self.api.put_claim("ml", name, [req], results=[res], config=config)
         return ("ml", obj["metadata"]["uid"], name)
 
     def ledger(self):
@@ -239,6 +244,12 @@ def t_three_claims(node):
             check(not errs, "CDI spec of %s: %s" % (name, errs))
         env = dict(e.split("=", 1) for e in spec["devices"][0]["containerEdits"]["env"])
         check(env.get("GPUSLICE_CONFIG") == "/run/gpuslice/slice.conf", str(env))
+        # The shim is preloaded in the container with no --kubelet beside.
+        mnt = {m["containerPath"]: m for m in spec["devices"][0]["containerEdits"]["mounts"]}
+        pre = mnt.get("/etc/ld.so.preload")
+        check(pre and "ro" in pre["options"] and os.path.exists(pre["hostPath"]) and
+              open(pre["hostPath"]).read() == "/usr/lib/gpuslice/libgpuslice.so\n",
+              "ld.so.preload of %s: %s" % (name, pre))
         specs[name] = spec
     conf = {l["claim"]: l for l in node.ledger().values()}
     check(conf[claims[1][1]]["policy"] == "cap", "the claim's policy reached the node: %s" % conf)
@@ -280,6 +291,15 @@ def t_three_claims(node):
     check(not node.kubelet.unprepare_pod(claims), "unprepared")
     check(not node.ledger(), "the ledger is empty again: %s" % node.ledger())
     check(not [f for f in os.listdir(node.cdi) if f.startswith("gpuslice.io-")], "specs removed")
+    # A firstAvailable claim: its result is for "gpu/small"; the kubelet
+    # matches request names to containers' claims[].request, the base name.
+    sub = node.claim("first-available", 200, GIB, policy="cap", subrequest="small")
+    d = prepared(node, [sub])[sub[1]][0]
+    check(list(d.request_names) == ["gpu"], "request names: %s" % list(d.request_names))
+    l = list(node.ledger().values())
+    check(len(l) == 1 and l[0]["request"] == "gpu" and l[0]["policy"] == "cap",
+          "the subrequest's slice: %s" % l)
+    check(not node.kubelet.unprepare_pod([sub]), "unprepared")
 
 
 def t_restart(node):

@@ -122,6 +122,26 @@ def t_kubelet_restart(node, dm):
     wait_for(lambda: len(ledger_kube(node)) == 2 and
              any(v["milli"] == "100" for v in ledger_kube(node).values()), 10,
              "pod-e's slice freed, pod-f's and pod-g's kept: %s" % ledger_kube(node))
+    # A stale checkpoint (one the kubelet wrote before pod-z ended, as
+    # after a crash of both) lists a slice the plugin freed: it stays freed
+    # across a daemon restart, its id being one the node had handed out.
+    dm.admit(Pod("pod-z", app=[("serve", 400)]))
+    zid = [k for k, v in ledger_kube(node).items() if v["milli"] == "400"]
+    check(len(zid) == 1, "pod-z's slice: %s" % ledger_kube(node))
+    stale = open(dm.checkpoint).read()
+    check(any(e["PodUID"] == "pod-z" for e in json.loads(stale)["Data"]["PodDeviceEntries"]),
+          "the checkpoint lists pod-z")
+    dm.remove("pod-z")
+    wait_for(lambda: zid[0] not in ledger_kube(node), 10, "pod-z's slice freed")
+    kept = ledger_kube(node).keys()
+    reboot(node, dm, lose_state=False)
+    with open(dm.checkpoint, "w") as f:
+        f.write(stale)
+    node.kubelet.start()
+    node.start_plugin()
+    check(ledger_kube(node).keys() == kept,
+          "after a restart: %s, want %s (pod-z's %s not back)" % (ledger_kube(node).keys(),
+                                                                  kept, zid[0]))
 
 
 def reboot(node, dm, lose_state):

@@ -339,7 +339,7 @@ static void must_include_and_whole(void **state)
         ids_done(&avail);
         ids_done(&pref);
 
-        /* dp_new wrote the containers' ld.so.preload. */
+        /* The device plugin's containers get the ld.so.preload node_open wrote. */
         char preload[NODE_PATH_MAX];
         node_preload_path(f->e->node, preload, sizeof(preload));
         assert_int_equal(t_mode(preload), 0644);
@@ -366,7 +366,7 @@ static void local_slices_shrink_pods(void **state)
         V1beta1__AllocateResponse *resp = NULL;
         assert_int_equal(allocate(f, &six, 1, &resp, &err), -ENOSPC);
         const char *msg = gs_error_msg(err);
-        if (!strstr(msg, "gpu0 400") || !strstr(msg, "600 held by local gpuslice slices"))
+        if (!strstr(msg, "gpu0 400") || !strstr(msg, "600 held by other gpuslice slices"))
                 fail_msg("refusal '%s' lacks the free units or the local share", msg);
         err = gs_error_free(err);
         assert_int_equal(dp_n_allocations(f->dp), 0);
@@ -384,10 +384,41 @@ static void local_slices_shrink_pods(void **state)
         ids_range(&two, 0, 300, 200);
         assert_int_equal(allocate(f, &two, 1, &resp, &err), -ENOSPC);
         msg = gs_error_msg(err);
-        if (!strstr(msg, "gpu0 100 (600 held by local gpuslice slices)"))
+        if (!strstr(msg, "gpu0 100 (600 held by other gpuslice slices)"))
                 fail_msg("refusal '%s' lacks 'gpu0 100 (600 held ...)'", msg);
         err = gs_error_free(err);
         ids_done(&two);
+        fx_free(f);
+}
+
+/* A DRA claim's share is the device plugin's to respect like a local one:
+ * its units are refused to pods and named in the refusal. */
+static void dra_claims_shrink_pods(void **state)
+{
+        (void)state;
+        struct fx *f = fx_new(1, 0);
+        struct gs_slice_claim claim = { .uid = "0b6e3d1c-claim", .request = "gpu" };
+        struct node_request req = { .kind = GS_SLICE_DRA, .milli = 600, .claim = &claim };
+        struct gs_slice dra = t_prepare(f->e, &req);
+        assert_int_equal(dra.kind, GS_SLICE_DRA);
+
+        struct ids six = { 0 };
+        ids_range(&six, 0, 0, 600);
+        struct gs_error *err = NULL;
+        V1beta1__AllocateResponse *resp = NULL;
+        assert_int_equal(allocate(f, &six, 1, &resp, &err), -ENOSPC);
+        const char *msg = gs_error_msg(err);
+        if (!strstr(msg, "gpu0 400 (600 held by other gpuslice slices)"))
+                fail_msg("refusal '%s' lacks the claim's share", msg);
+        err = gs_error_free(err);
+        assert_int_equal(dp_n_allocations(f->dp), 0);
+        ids_done(&six);
+        /* What is left is a pod's. */
+        struct ids four = { 0 };
+        ids_range(&four, 0, 0, 400);
+        struct gs_slice s = allocate_ok(f, &four);
+        assert_int_equal(s.milli, 400);
+        ids_done(&four);
         fx_free(f);
 }
 
@@ -551,6 +582,7 @@ int main(void)
                 cmocka_unit_test_teardown(preferred_is_where_allocate_places, t_teardown),
                 cmocka_unit_test_teardown(must_include_and_whole, t_teardown),
                 cmocka_unit_test_teardown(local_slices_shrink_pods, t_teardown),
+                cmocka_unit_test_teardown(dra_claims_shrink_pods, t_teardown),
                 cmocka_unit_test_teardown(ids_on_a_full_gpu_go_elsewhere, t_teardown),
                 cmocka_unit_test_teardown(refusal_names_both_gpus, t_teardown),
                 cmocka_unit_test_teardown(reconcile_after_grace, t_teardown),
