@@ -21,6 +21,7 @@
 #define PUBLISH_MS 500        /* how often the slice is checked for a change */
 #define PUBLISH_BACKOFF_MAX_MS 10000
 #define HEALTH_EVERY 4        /* GPU health read every 4th check (2 s), as the plugin does */
+#define VERIFY_EVERY 20       /* the published slice read back every 10 s */
 
 struct publisher {
         struct daemon *d;
@@ -58,7 +59,13 @@ static void *publish_loop(void *arg)
                 if (round % HEALTH_EVERY == 0)
                         refresh_health(p->d);
                 struct gs_error *err = NULL;
-                int r = dra_driver_publish(p->driver, &err);
+                int r = round % VERIFY_EVERY == VERIFY_EVERY - 1
+                                ? dra_driver_check_published(p->driver, &err) : 0;
+                if (r >= 0) {
+                        gs_error_free(err);
+                        err = NULL;
+                        r = dra_driver_publish(p->driver, &err);
+                }
                 if (r < 0) {
                         if (strcmp(last, gs_error_msg(err)) != 0)
                                 gs_log_warn("%s (retrying)", gs_error_msg(err));

@@ -394,6 +394,38 @@ int dra_driver_publish(struct dra_driver *d, struct gs_error **err)
         return r;
 }
 
+int dra_driver_check_published(struct dra_driver *d, struct gs_error **err)
+{
+        char path[600];
+        slice_path(d, path, sizeof(path));
+        pthread_mutex_lock(&d->api_lock);
+        int r = 0;
+        if (d->published) {
+                json_t *have = NULL;
+                long status = 0;
+                struct gs_error *e = NULL;
+                r = apiserver_request(d->api, "GET", path, NULL, &status, &have, &e);
+                if (r == 0 && !dra_resource_slice_same_devices(have, d->published))
+                        r = 1;
+                else if (r < 0 && status == 404)
+                        r = 1;
+                else if (r < 0)
+                        gs_error_set(err, r, "DRA: checking the ResourceSlice of %s: %s",
+                                     d->node_name, gs_error_msg(e));
+                gs_error_free(e);
+                json_decref(have);
+                if (r == 1) {
+                        gs_log_warn("DRA: the ResourceSlice of %s was %s: publishing it again",
+                                    d->node_name, status == 404 ? "deleted" : "changed");
+                        json_decref(d->published);
+                        d->published = NULL;
+                        d->node_uid[0] = '\0'; /* a recreated Node has a new uid */
+                }
+        }
+        pthread_mutex_unlock(&d->api_lock);
+        return r;
+}
+
 int dra_driver_unpublish(struct dra_driver *d, struct gs_error **err)
 {
         char path[600];

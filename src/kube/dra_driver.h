@@ -50,6 +50,12 @@ int dra_driver_reconcile_cdi(struct dra_driver *d);
  * negative errno with *err (the caller retries later). */
 int dra_driver_publish(struct dra_driver *d, struct gs_error **err);
 
+/* Check that the ResourceSlice last published is still there with the
+ * same devices (someone may delete or edit it): if not, forget it so the
+ * next dra_driver_publish sends it again. 1 forgotten, 0 as published
+ * (or nothing published yet), a negative errno with *err. */
+int dra_driver_check_published(struct dra_driver *d, struct gs_error **err);
+
 /* Delete the node's ResourceSlice (uninstall). 0 also when it is gone. */
 int dra_driver_unpublish(struct dra_driver *d, struct gs_error **err);
 

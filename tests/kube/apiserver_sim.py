@@ -502,6 +502,11 @@ class ApiServerSim:
             o = self.store[resource].get((namespace, name))
             return json.loads(json.dumps(o)) if o else None
 
+    def delete_object(self, resource, name, namespace=None):
+        """Delete as another client would (kubectl delete): True if it was there."""
+        with self.lock:
+            return self.store[resource].pop((namespace, name), None) is not None
+
     def put_node(self, name, labels=None):
         labels = dict(labels or {}, **{"kubernetes.io/hostname": name})
         return self._put_fixture(NODES, None, {"metadata": {"name": name, "labels": labels},

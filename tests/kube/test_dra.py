@@ -218,6 +218,11 @@ def t_slice(node):
     wait_for(lambda: not node.slice()["spec"]["devices"], 15, "the lost GPU withdrawn")
     subprocess.run([SMI, "--clear-lost", "0"], env=node.env, check=True, capture_output=True)
     wait_for(lambda: node.slice()["spec"]["devices"], 15, "the GPU offered again")
+    # Someone deletes the ResourceSlice: the driver notices (it reads it
+    # back every 10 s) and publishes it again.
+    check(node.api.delete_object("resourceslices", node.slice()["metadata"]["name"]), "deleted")
+    wait_for(lambda: node.slice() and node.slice()["spec"]["devices"], 25,
+             "the deleted ResourceSlice published again")
 
 
 def t_three_claims(node):
