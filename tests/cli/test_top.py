@@ -130,13 +130,15 @@ try:
         r = tm("new-session", "-d", "-s", name, "-x", str(cols), "-y", "30",
                "-e", "GPUSLICE_SOCKET=" + w.sock, "-e", "GPUSLICE_STATE_DIR=" + w.state, "sh")
         check(r.returncode == 0, "tmux new-session: %r" % r.stderr)
-        tm("send-keys", "-t", name, "clear; %s top --interval %d; echo TOP-EXIT=$?; stty -a"
+        tm("send-keys", "-t", name, "clear; %s top --interval %d; echo TOP-EXIT=$?; stty -a; echo STTY-""DONE"
            % (w.cli_bin, interval), "Enter")
         time.sleep(2)
         text = wait_pane(name, lambda t: "gpuslice top" in t and "MEASURED" in t,
                          "the live view")
         tm("send-keys", "-t", name, key)
-        after = wait_pane(name, lambda t: "TOP-EXIT=" in t and "speed" in t, "top to exit")
+        # The marker is split in the command line so that only its output matches:
+        # the pane is read once stty has printed all of its settings.
+        after = wait_pane(name, lambda t: "TOP-EXIT=" in t and "STTY-DONE" in t, "top to exit")
         check("TOP-EXIT=0" in after, "%s: exit status: %r" % (key, after))
         check(restored(after), "%s: terminal not restored: %r" % (key, after))
         check("MEASURED" not in after, "%s: the live view was left on screen: %r" % (key, after))
