@@ -28,7 +28,35 @@ struct events {
         size_t head, n;  /* ring: oldest at head */
         size_t appended; /* lines appended since the last rewrite */
         uint64_t next_seq;
+        struct events_tally tally[EVENTS_TALLY_MAX];
+        size_t n_tally;
 };
+
+size_t events_tallies(const struct events *e, struct events_tally *out, size_t max)
+{
+        if (!e)
+                return 0;
+        size_t n = e->n_tally < max ? e->n_tally : max;
+        for (size_t i = 0; i < n; i++)
+                out[i] = e->tally[i];
+        return n;
+}
+
+static void count(struct events *e, const char *reason, const char *action)
+{
+        for (size_t i = 0; i < e->n_tally; i++)
+                if (strcmp(e->tally[i].reason, reason) == 0 &&
+                    strcmp(e->tally[i].action, action) == 0) {
+                        e->tally[i].n++;
+                        return;
+                }
+        if (e->n_tally == EVENTS_TALLY_MAX)
+                return;
+        struct events_tally *t = &e->tally[e->n_tally++];
+        snprintf(t->reason, sizeof(t->reason), "%s", reason);
+        snprintf(t->action, sizeof(t->action), "%s", action);
+        t->n = 1;
+}
 
 size_t events_count(const struct events *e)
 {
@@ -163,6 +191,7 @@ void events_add(struct events *e, const struct event_fields *f)
         token(action, sizeof(action), f->action);
         token(slice, sizeof(slice), f->slice);
         token(gpu, sizeof(gpu), f->gpu);
+        count(e, reason, action);
         size_t k = 0;
         for (const char *s = f->msg ? f->msg : ""; *s && k + 1 < sizeof(msg); s++)
                 msg[k++] = (unsigned char)*s < ' ' || *s == 0x7f ? ' ' : *s;

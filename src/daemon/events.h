@@ -46,6 +46,18 @@ struct event_fields {
         const char *msg;
 };
 
+/* Events added since events_open, counted per (reason, action): what
+ * /metrics exports as a counter. At most EVENTS_TALLY_MAX pairs (the
+ * watchdog's reasons times its actions fit; others are not counted). */
+#define EVENTS_TALLY_MAX 48
+struct events_tally {
+        char reason[48], action[64];
+        uint64_t n;
+};
+
+/* Copy the tallies into out (room for max); returns how many. */
+size_t events_tallies(const struct events *e, struct events_tally *out, size_t max);
+
 /* Record an event now: in memory, appended to the file (a failing write is
  * logged once, the event is kept in memory), and logged as a warning. */
 void events_add(struct events *e, const struct event_fields *f);

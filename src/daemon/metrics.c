@@ -16,6 +16,7 @@
 
 #include "arbiter_server.h"
 #include "compute_policy.h"
+#include "events.h"
 #include "http_server.h"
 #include "log.h"
 #include "metrics.h"
@@ -60,6 +61,8 @@ struct snapshot {
         struct gpu_snap gpus[GS_MAX_GPUS];
         size_t n_slices;
         struct slice_snap *slices;
+        size_t n_tally;
+        struct events_tally tally[EVENTS_TALLY_MAX];
 };
 
 static int64_t started_at; /* unix seconds: when metrics_start ran */
@@ -131,6 +134,7 @@ static int take_snapshot(struct daemon *d, struct snapshot *snap)
         }
         for (size_t i = 0; i < l->n_slices; i++)
                 snap_slice(d, &l->slices[i], &snap->slices[snap->n_slices++]);
+        snap->n_tally = events_tallies(d->events, snap->tally, EVENTS_TALLY_MAX);
         node_unlock(d->node);
         return 0;
 }
@@ -308,6 +312,22 @@ static void format_slices(struct gs_metrics *m, const struct snapshot *snap)
         }
 }
 
+/* The watchdog's events since the daemon started, per reason and action
+ * (bounded: a slice label would grow with every slice ever made; the
+ * events themselves name the slice). */
+static void format_overuse(struct gs_metrics *m, const struct snapshot *snap)
+{
+        gs_metrics_family(m, "gpuslice_overuse_events_total", GS_METRIC_COUNTER,
+                          "Watchdog events since the daemon started, by reason (memory_over_cap, "
+                          "books_disagree, unsliced, wrong_gpu, no_shim, compute_over_share) and "
+                          "action (detected, reported, killed, ...)");
+        for (size_t i = 0; i < snap->n_tally; i++) {
+                struct gs_metric_label l[2] = { { "reason", snap->tally[i].reason },
+                                                { "action", snap->tally[i].action } };
+                gs_metrics_sample_u64(m, l, 2, snap->tally[i].n);
+        }
+}
+
 static int metrics_body(void *ctx, char **body, size_t *len)
 {
         struct daemon *d = ctx;
@@ -320,6 +340,7 @@ static int metrics_body(void *ctx, char **body, size_t *len)
         format_daemon(&m, &snap);
         format_gpus(&m, &snap);
         format_slices(&m, &snap);
+        format_overuse(&m, &snap);
         free(snap.slices);
         snap.slices = NULL;
         r = gs_metrics_error(&m);

@@ -6,6 +6,7 @@ slices (unsliced), a forged books file (books_disagree); every verdict is
 an event with its evidence, events survive a restart, and nothing is
 killed."""
 import os
+import re
 import sys
 import time
 
@@ -18,7 +19,8 @@ try:
     if not os.path.exists(hold) or not os.path.exists(w.shim):
         print("SKIP: gs_alloc_hold or the shim is not built")
         sys.exit(SKIP)
-    w.start_daemon("--overuse-grace", "1000", "--watch-interval", "250")
+    w.start_daemon("--overuse-grace", "1000", "--watch-interval", "250",
+                   "--metrics-listen", "127.0.0.1:0")
 
     # Slice A: a good process with the shim, a child without it over the cap.
     a = Holder(w, '"$HOLD" 536870912 > "$DIR/good.out" & '
@@ -108,6 +110,22 @@ try:
         check(os.path.exists("/proc/%d" % pid) and smi_used(w, pid),
               "pid %d was stopped under report" % pid)
     check(not [e for e in events(w) if e["action"] == "killed"], "a kill under report")
+
+    # /metrics counts them per reason and action, as the event log does.
+    port = re.search(r"metrics: listening on 127\.0\.0\.1:(\d+)", w.log_text())
+    check(port, "no metrics listen line")
+    text = subprocess.run(["curl", "-sS", "--max-time", "10",
+                           "http://127.0.0.1:%s/metrics" % port.group(1)],
+                          capture_output=True, text=True).stdout
+    counted = {(m.group(1), m.group(2)): int(m.group(3)) for m in re.finditer(
+        r'^gpuslice_overuse_events_total\{reason="([a-z_]+)",action="([a-z_]+)"\} (\d+)$',
+        text, re.M)}
+    logged = {}
+    for e in events(w):
+        logged[(e["reason"], e["action"])] = logged.get((e["reason"], e["action"]), 0) + 1
+    check(counted.get(("memory_over_cap", "reported"), 0) >= 1 and
+          all(counted.get(k, 0) >= v for k, v in logged.items()),
+          "overuse counters %r, events %r" % (counted, logged))
 
     # The CLI lists them; they survive a restart.
     r = w.cli("events", "--json")
