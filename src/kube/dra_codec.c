@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Protobuf-c boundary of the DRA plugin and of plugin registration (see
- * dra_codec.h). The two DRA versions have distinct generated types; each
- * has its own short decode and encode functions below, over shared
- * validation and copying. */
+ * dra_codec.h). Both DRA versions go through v1's generated types: the
+ * kubelet's v1beta1 messages (pkg/apis/dra/v1beta1/api.proto) have the same
+ * fields with the same numbers and types as v1's (pkg/apis/dra/v1/api.proto),
+ * which only adds Device.share_id (field 5). A v1beta1 answer leaves it unset,
+ * and an unset proto3 string is not on the wire, so the bytes are v1beta1's
+ * exactly (test_dra_plugin reads them with v1beta1's own schema). */
 #include "dra_codec.h"
 
 #include <errno.h>
@@ -10,7 +13,6 @@
 #include <string.h>
 
 #include "dra_v1.pb-c.h"
-#include "dra_v1beta1.pb-c.h"
 #include "pb_pack.h"
 #include "pluginregistration_v1.pb-c.h"
 
@@ -29,19 +31,6 @@ typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourcesResponse__Cl
 typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1__NodeUnprepareResourceResponse V1UnprepareOne;
 #define V1_DESC(x) k8s__io__kubelet__pkg__apis__dra__v1__##x##__descriptor
 
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Claim B1Claim;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesRequest B1PrepareReq;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesRequest B1UnprepareReq;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse B1PrepareResp;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourcesResponse__ClaimsEntry
-        B1PrepareEntry;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodePrepareResourceResponse B1PrepareOne;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__Device B1Device;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesResponse B1UnprepareResp;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourcesResponse__ClaimsEntry
-        B1UnprepareEntry;
-typedef K8s__Io__Kubelet__Pkg__Apis__Dra__V1beta1__NodeUnprepareResourceResponse B1UnprepareOne;
-#define B1_DESC(x) k8s__io__kubelet__pkg__apis__dra__v1beta1__##x##__descriptor
 
 void dra_claim_array_free(struct dra_claim *a, size_t n)
 {
@@ -143,10 +132,8 @@ static int claim_copy(struct dra_claim *out, const char *ns, const char *uid, co
         return 0;
 }
 
-/* The claims of an unpacked request of version v (its claims array is of
- * that version's Claim type). */
-static int claims_copy(enum dra_version v, void *const *src, size_t n, struct dra_claim **ret,
-                       size_t *ret_n)
+/* The claims of an unpacked request. */
+static int claims_copy(V1Claim *const *src, size_t n, struct dra_claim **ret, size_t *ret_n)
 {
         if (n > DRA_MAX_CLAIMS)
                 return -E2BIG;
@@ -154,14 +141,7 @@ static int claims_copy(enum dra_version v, void *const *src, size_t n, struct dr
         if (!c)
                 return -ENOMEM;
         for (size_t i = 0; i < n; i++) {
-                int r;
-                if (v == DRA_V1) {
-                        const V1Claim *x = src[i];
-                        r = claim_copy(&c[i], x->namespace_, x->uid, x->name);
-                } else {
-                        const B1Claim *x = src[i];
-                        r = claim_copy(&c[i], x->namespace_, x->uid, x->name);
-                }
+                int r = claim_copy(&c[i], src[i]->namespace_, src[i]->uid, src[i]->name);
                 if (r < 0) {
                         dra_claim_array_free(c, n);
                         return r;
@@ -175,36 +155,21 @@ static int claims_copy(enum dra_version v, void *const *src, size_t n, struct dr
 static int decode_request(enum dra_version v, bool unprepare, const uint8_t *buf, size_t len,
                           struct dra_claim **ret, size_t *ret_n)
 {
-        const ProtobufCMessageDescriptor *d;
-        if (v == DRA_V1)
-                d = unprepare ? &V1_DESC(node_unprepare_resources_request)
-                              : &V1_DESC(node_prepare_resources_request);
-        else if (v == DRA_V1BETA1)
-                d = unprepare ? &B1_DESC(node_unprepare_resources_request)
-                              : &B1_DESC(node_prepare_resources_request);
-        else
+        if (v != DRA_V1 && v != DRA_V1BETA1)
                 return -EINVAL;
+        const ProtobufCMessageDescriptor *d = unprepare ? &V1_DESC(node_unprepare_resources_request)
+                                                        : &V1_DESC(node_prepare_resources_request);
         ProtobufCMessage *m = protobuf_c_message_unpack(d, NULL, len, buf);
         if (!m)
                 return -EBADMSG;
-        void *const *claims;
-        size_t n;
-        /* Every request type is {base; n_claims; claims}; read it through
-         * the type it really has. */
-        if (v == DRA_V1 && unprepare) {
+        int r;
+        if (unprepare) {
                 const V1UnprepareReq *x = (const V1UnprepareReq *)m;
-                claims = (void *const *)x->claims, n = x->n_claims;
-        } else if (v == DRA_V1) {
-                const V1PrepareReq *x = (const V1PrepareReq *)m;
-                claims = (void *const *)x->claims, n = x->n_claims;
-        } else if (unprepare) {
-                const B1UnprepareReq *x = (const B1UnprepareReq *)m;
-                claims = (void *const *)x->claims, n = x->n_claims;
+                r = claims_copy(x->claims, x->n_claims, ret, ret_n);
         } else {
-                const B1PrepareReq *x = (const B1PrepareReq *)m;
-                claims = (void *const *)x->claims, n = x->n_claims;
+                const V1PrepareReq *x = (const V1PrepareReq *)m;
+                r = claims_copy(x->claims, x->n_claims, ret, ret_n);
         }
-        int r = claims_copy(v, claims, n, ret, ret_n);
         protobuf_c_message_free_unpacked(m, NULL);
         return r;
 }
@@ -267,8 +232,9 @@ static bool failed(const struct dra_prepare_result *r)
         return r->error && *r->error;
 }
 
-static int encode_prepare_v1(const struct dra_prepare_result *r, size_t n, size_t n_dev,
-                             uint8_t **ret_buf, size_t *ret_len)
+/* with_share: v1, whose Device has share_id. */
+static int encode_prepare(const struct dra_prepare_result *r, size_t n, size_t n_dev,
+                          bool with_share, uint8_t **ret_buf, size_t *ret_len)
 {
         int ret = -ENOMEM;
         V1PrepareResp resp;
@@ -303,60 +269,8 @@ static int encode_prepare_v1(const struct dra_prepare_result *r, size_t n, size_
                         dev[k].device_name = d->device_name;
                         dev[k].cdi_device_ids = d->cdi_device_ids;
                         dev[k].n_cdi_device_ids = d->n_cdi_device_ids;
-                        if (d->share_id)
+                        if (d->share_id && with_share)
                                 dev[k].share_id = d->share_id;
-                        devp[k] = &dev[k];
-                }
-        }
-        resp.claims = ep;
-        resp.n_claims = n;
-        ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
-out:
-        free(e);
-        free(ep);
-        free(one);
-        free(dev);
-        free(devp);
-        return ret;
-}
-
-static int encode_prepare_v1beta1(const struct dra_prepare_result *r, size_t n, size_t n_dev,
-                                  uint8_t **ret_buf, size_t *ret_len)
-{
-        int ret = -ENOMEM;
-        B1PrepareResp resp;
-        protobuf_c_message_init(&B1_DESC(node_prepare_resources_response), &resp);
-        B1PrepareEntry *e = calloc(n ? n : 1, sizeof(*e));
-        B1PrepareEntry **ep = calloc(n ? n : 1, sizeof(*ep));
-        B1PrepareOne *one = calloc(n ? n : 1, sizeof(*one));
-        B1Device *dev = calloc(n_dev ? n_dev : 1, sizeof(*dev));
-        B1Device **devp = calloc(n_dev ? n_dev : 1, sizeof(*devp));
-        if (!e || !ep || !one || !dev || !devp)
-                goto out;
-        size_t k = 0;
-        for (size_t i = 0; i < n; i++) {
-                protobuf_c_message_init(&B1_DESC(node_prepare_resources_response__claims_entry),
-                                        &e[i]);
-                protobuf_c_message_init(&B1_DESC(node_prepare_resource_response), &one[i]);
-                e[i].key = (char *)r[i].uid;
-                e[i].value = &one[i];
-                ep[i] = &e[i];
-                if (failed(&r[i])) {
-                        one[i].error = (char *)r[i].error;
-                        continue;
-                }
-                one[i].devices = &devp[k];
-                one[i].n_devices = r[i].n_devices;
-                for (size_t j = 0; j < r[i].n_devices; j++, k++) {
-                        const struct dra_device *d = &r[i].devices[j];
-                        protobuf_c_message_init(&B1_DESC(device), &dev[k]);
-                        dev[k].request_names = d->request_names;
-                        dev[k].n_request_names = d->n_request_names;
-                        dev[k].pool_name = d->pool_name;
-                        dev[k].device_name = d->device_name;
-                        dev[k].cdi_device_ids = d->cdi_device_ids;
-                        dev[k].n_cdi_device_ids = d->n_cdi_device_ids;
-                        /* share_id: not part of v1beta1 */
                         devp[k] = &dev[k];
                 }
         }
@@ -379,11 +293,9 @@ int dra_encode_prepare_response(enum dra_version v, const struct dra_prepare_res
         int ret = results_check(r, n, &n_dev);
         if (ret < 0)
                 return ret;
-        if (v == DRA_V1)
-                return encode_prepare_v1(r, n, n_dev, ret_buf, ret_len);
-        if (v == DRA_V1BETA1)
-                return encode_prepare_v1beta1(r, n, n_dev, ret_buf, ret_len);
-        return -EINVAL;
+        if (v != DRA_V1 && v != DRA_V1BETA1)
+                return -EINVAL;
+        return encode_prepare(r, n, n_dev, v == DRA_V1, ret_buf, ret_len);
 }
 
 int dra_encode_unprepare_response(enum dra_version v, const struct dra_unprepare_result *r,
@@ -395,59 +307,28 @@ int dra_encode_unprepare_response(enum dra_version v, const struct dra_unprepare
         if (v != DRA_V1 && v != DRA_V1BETA1)
                 return -EINVAL;
         int ret = -ENOMEM;
-        /* Entry and value types differ per version: two parallel sets. */
-        V1UnprepareEntry *e1 = NULL, **ep1 = NULL;
-        V1UnprepareOne *o1 = NULL;
-        B1UnprepareEntry *e2 = NULL, **ep2 = NULL;
-        B1UnprepareOne *o2 = NULL;
-        if (v == DRA_V1) {
-                e1 = calloc(n ? n : 1, sizeof(*e1));
-                ep1 = calloc(n ? n : 1, sizeof(*ep1));
-                o1 = calloc(n ? n : 1, sizeof(*o1));
-                if (!e1 || !ep1 || !o1)
-                        goto out;
+        V1UnprepareEntry *e = calloc(n ? n : 1, sizeof(*e));
+        V1UnprepareEntry **ep = calloc(n ? n : 1, sizeof(*ep));
+        V1UnprepareOne *one = calloc(n ? n : 1, sizeof(*one));
+        if (e && ep && one) {
                 V1UnprepareResp resp;
                 protobuf_c_message_init(&V1_DESC(node_unprepare_resources_response), &resp);
                 for (size_t i = 0; i < n; i++) {
                         protobuf_c_message_init(
-                                &V1_DESC(node_unprepare_resources_response__claims_entry), &e1[i]);
-                        protobuf_c_message_init(&V1_DESC(node_unprepare_resource_response), &o1[i]);
-                        o1[i].error = (char *)(r[i].error ? r[i].error : "");
-                        e1[i].key = (char *)r[i].uid;
-                        e1[i].value = &o1[i];
-                        ep1[i] = &e1[i];
+                                &V1_DESC(node_unprepare_resources_response__claims_entry), &e[i]);
+                        protobuf_c_message_init(&V1_DESC(node_unprepare_resource_response), &one[i]);
+                        one[i].error = (char *)(r[i].error ? r[i].error : "");
+                        e[i].key = (char *)r[i].uid;
+                        e[i].value = &one[i];
+                        ep[i] = &e[i];
                 }
-                resp.claims = ep1;
-                resp.n_claims = n;
-                ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
-        } else {
-                e2 = calloc(n ? n : 1, sizeof(*e2));
-                ep2 = calloc(n ? n : 1, sizeof(*ep2));
-                o2 = calloc(n ? n : 1, sizeof(*o2));
-                if (!e2 || !ep2 || !o2)
-                        goto out;
-                B1UnprepareResp resp;
-                protobuf_c_message_init(&B1_DESC(node_unprepare_resources_response), &resp);
-                for (size_t i = 0; i < n; i++) {
-                        protobuf_c_message_init(
-                                &B1_DESC(node_unprepare_resources_response__claims_entry), &e2[i]);
-                        protobuf_c_message_init(&B1_DESC(node_unprepare_resource_response), &o2[i]);
-                        o2[i].error = (char *)(r[i].error ? r[i].error : "");
-                        e2[i].key = (char *)r[i].uid;
-                        e2[i].value = &o2[i];
-                        ep2[i] = &e2[i];
-                }
-                resp.claims = ep2;
+                resp.claims = ep;
                 resp.n_claims = n;
                 ret = kube_pb_pack(&resp.base, ret_buf, ret_len);
         }
-out:
-        free(e1);
-        free(ep1);
-        free(o1);
-        free(e2);
-        free(ep2);
-        free(o2);
+        free(e);
+        free(ep);
+        free(one);
         return ret;
 }
 
