@@ -65,7 +65,6 @@ Needs openssl, Node 20+ and kubernetes-models (installed with npm into
 npm_dir, as tests/kube/test_manifests.py does); without them the stand-in
 refuses to start with Unavailable, and tests exit 77."""
 import base64
-import fcntl
 import http.server
 import json
 import os
@@ -81,67 +80,17 @@ import traceback
 import uuid
 from urllib.parse import parse_qs, urlsplit
 
+from k8s_models import Unavailable, find_node, node_modules  # noqa: F401 (Unavailable: re-exported)
 from apiserver_sim_rules import (STALE, ApiError, FieldErrors, already_exists, bad_quantities,
                                  bad_request, check_resourceslice, conflict, field_selector,
                                  label_selector, merge_patch, not_found)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 VALIDATOR = os.path.join(HERE, "validate_k8s.js")
-MODELS = "kubernetes-models@~5.1.0"
 MAX_BODY = 3 << 20  # k8s.io/apiserver MaxRequestBodyBytes
 
 
-class Unavailable(Exception):
-    """openssl, node or kubernetes-models is missing: the tests skip."""
-
-
 # --- tools ------------------------------------------------------------------
-
-
-def find_node():
-    n = shutil.which("node") or "/usr/bin/node"
-    try:
-        v = subprocess.run([n, "--version"], capture_output=True, text=True, timeout=20).stdout
-        major = int(v.strip().lstrip("v").split(".")[0])
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        raise Unavailable("no node (Node.js 20 or later validates the objects written)")
-    if major < 20:
-        raise Unavailable("node %s: 20 or later needed" % v.strip())
-    return n
-
-
-def installed_version(modules):
-    try:
-        with open(os.path.join(modules, "kubernetes-models", "package.json")) as f:
-            return json.load(f)["version"]
-    except (OSError, ValueError, KeyError):
-        return None
-
-
-def node_modules(npm_dir):
-    """node_modules holding kubernetes-models 5.1.x, installed into npm_dir
-    once (the same place and lock as tests/kube/test_manifests.py)."""
-    os.makedirs(npm_dir, exist_ok=True)
-    modules = os.path.join(npm_dir, "node_modules")
-    with open(os.path.join(npm_dir, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        v = installed_version(modules)
-        if v and v.startswith("5.1."):
-            return modules
-        npm = shutil.which("npm")
-        if not npm:
-            raise Unavailable("no npm to install %s" % MODELS)
-        try:
-            r = subprocess.run([npm, "install", "--prefix", npm_dir, "--no-audit", "--no-fund",
-                                "--engine-strict=false", "--loglevel=error", MODELS],
-                               capture_output=True, text=True, timeout=240)
-        except subprocess.TimeoutExpired:
-            raise Unavailable("npm install %s timed out" % MODELS)
-        v = installed_version(modules)
-        if r.returncode != 0 or not v or not v.startswith("5.1."):
-            raise Unavailable("cannot install %s (npm exit %d): %s"
-                              % (MODELS, r.returncode, (r.stdout + r.stderr).strip()[-400:]))
-    return modules
 
 
 def openssl(*args, cwd):

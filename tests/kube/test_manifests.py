@@ -14,22 +14,21 @@ Skips (exit 77) without kubectl, without Node 20 or later, or when
 kubernetes-models cannot be installed (npm, from the configured registry,
 into GS_NPM_DIR; a no-op once installed)."""
 import copy
-import fcntl
 import json
 import os
-import shutil
 import subprocess
 import sys
 import tempfile
 
 import yaml
 
+from k8s_models import Unavailable, find_node, node_modules
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "../.."))
 VALIDATOR = os.path.join(HERE, "validate_k8s.js")
 RENDER = os.environ["GS_RENDER"]
 NPM_DIR = os.environ["GS_NPM_DIR"]
-MODELS = "kubernetes-models@~5.1.0"
 
 
 def skip(why):
@@ -45,49 +44,18 @@ def kubectl():
 
 
 def node():
-    n = shutil.which("node") or "/usr/bin/node"
     try:
-        v = subprocess.run([n, "--version"], capture_output=True, text=True, timeout=20).stdout
-        major = int(v.strip().lstrip("v").split(".")[0])
-    except (OSError, ValueError, subprocess.TimeoutExpired):
-        skip("no node")
-    if major < 20:
-        skip("node %s: 20 or later needed" % v.strip())
-    return n
-
-
-def installed_version(modules):
-    try:
-        with open(os.path.join(modules, "kubernetes-models", "package.json")) as f:
-            return json.load(f)["version"]
-    except (OSError, ValueError, KeyError):
-        return None
+        return find_node()
+    except Unavailable as e:
+        skip(str(e))
 
 
 def models():
     """node_modules holding kubernetes-models 5.1.x, installed once."""
-    os.makedirs(NPM_DIR, exist_ok=True)
-    modules = os.path.join(NPM_DIR, "node_modules")
-    with open(os.path.join(NPM_DIR, ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        v = installed_version(modules)
-        if v and v.startswith("5.1."):
-            return modules
-        npm = shutil.which("npm")
-        if not npm:
-            skip("no npm to install %s" % MODELS)
-        print("installing %s into %s" % (MODELS, NPM_DIR), flush=True)
-        try:
-            r = subprocess.run([npm, "install", "--prefix", NPM_DIR, "--no-audit", "--no-fund",
-                                "--engine-strict=false", "--loglevel=error", MODELS],
-                               capture_output=True, text=True, timeout=240)
-        except subprocess.TimeoutExpired:
-            skip("npm install %s timed out" % MODELS)
-        v = installed_version(modules)
-        if r.returncode != 0 or not v or not v.startswith("5.1."):
-            sys.stdout.write(r.stdout + r.stderr)
-            skip("cannot install %s (npm exit %d)" % (MODELS, r.returncode))
-    return modules
+    try:
+        return node_modules(NPM_DIR)
+    except Unavailable as e:
+        skip(str(e))
 
 
 def docs(text):
