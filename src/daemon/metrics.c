@@ -26,6 +26,7 @@
 #define METRICS_VERSION "0.1.0"
 
 struct gpu_snap {
+        unsigned nvml_index;
         char index[12];
         char uuid[GS_GPU_UUID_MAX];
         char name[GS_GPU_NAME_MAX];
@@ -37,6 +38,7 @@ struct gpu_snap {
 };
 
 struct slice_gpu_snap {
+        unsigned nvml_index;
         char index[12];
         char uuid[GS_GPU_UUID_MAX];
         bool used_known;
@@ -48,6 +50,7 @@ struct slice_snap {
         char name[GS_SLICE_NAME_MAX + 1];
         const char *kind;
         const char *policy;
+        pid_t pid;                      /* local slices: NVML's memory is asked by it */
         uint32_t milli;
         uint64_t memory_cap;
         unsigned n_gpus;
@@ -89,24 +92,43 @@ static void snap_slice(const struct daemon *d, const struct gs_slice *s, struct 
         o->policy = gs_compute_policy_name(s->policy);
         o->milli = s->milli;
         o->memory_cap = s->memory_cap;
+        /* Only a local slice has a process of its own to look up (a pod's
+         * processes are in containers; see docs/metrics.md). */
+        o->pid = s->kind == GS_SLICE_LOCAL ? s->pid : 0;
         o->n_gpus = s->n_gpus;
         for (unsigned g = 0; g < s->n_gpus && g < GS_SLICE_MAX_GPUS; g++) {
                 struct slice_gpu_snap *og = &o->gpus[g];
                 snprintf(og->index, sizeof(og->index), "%u", s->gpus[g].index);
                 snprintf(og->uuid, sizeof(og->uuid), "%s", s->gpus[g].uuid);
-                /* Only a local slice has a process of its own to look up
-                 * (a pod's processes are in containers; see docs/metrics.md). */
-                if (d->nvml && s->kind == GS_SLICE_LOCAL) {
-                        int r = nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &og->used);
+                og->nvml_index = s->gpus[g].index;
+        }
+        o->arb_known = arbsrv_slice_stats(d, s->id, &o->arb);
+}
+
+/* NVML's memory figures of the snapshot, asked outside the node's lock (a
+ * slow driver call stalls no front-end; these calls keep no state). */
+static void read_nvml(struct daemon *d, struct snapshot *snap)
+{
+        if (!d->nvml)
+                return;
+        for (unsigned i = 0; i < snap->n_gpus; i++) {
+                struct gpu_snap *g = &snap->gpus[i];
+                g->used_known = nvml_gpu_memory_used(d->nvml, g->nvml_index, &g->used) == 0;
+        }
+        for (size_t i = 0; i < snap->n_slices; i++) {
+                struct slice_snap *s = &snap->slices[i];
+                for (unsigned g = 0; s->pid > 0 && g < s->n_gpus && g < GS_SLICE_MAX_GPUS; g++) {
+                        struct slice_gpu_snap *og = &s->gpus[g];
+                        int r = nvml_process_memory(d->nvml, og->nvml_index, s->pid, &og->used);
                         if (r == -ENOENT)
                                 og->used = 0;
                         og->used_known = r == 0 || r == -ENOENT;
                 }
         }
-        o->arb_known = arbsrv_slice_stats(d, s->id, &o->arb);
 }
 
-/* Copy what a scrape reports, under the node's lock. */
+/* Copy what a scrape reports, under the node's lock, then NVML's figures
+ * outside it. */
 static int take_snapshot(struct daemon *d, struct snapshot *snap)
 {
         node_lock(d->node);
@@ -123,7 +145,8 @@ static int take_snapshot(struct daemon *d, struct snapshot *snap)
                 snprintf(o->name, sizeof(o->name), "%s", g->name);
                 o->healthy = g->healthy;
                 o->total = g->memory_total;
-                o->used_known = d->nvml && nvml_gpu_memory_used(d->nvml, g->index, &o->used) == 0;
+                o->nvml_index = g->index;
+                o->used_known = false; /* until read_nvml asks */
                 o->usage = usage[i];
         }
         snap->n_slices = 0;
@@ -136,6 +159,7 @@ static int take_snapshot(struct daemon *d, struct snapshot *snap)
                 snap_slice(d, &l->slices[i], &snap->slices[snap->n_slices++]);
         snap->n_tally = events_tallies(d->events, snap->tally, EVENTS_TALLY_MAX);
         node_unlock(d->node);
+        read_nvml(d, snap);
         return 0;
 }
 
