@@ -31,63 +31,7 @@
 #include "proc.h"
 #include "watchdog.h"
 
-#define WD_MAX_PROCS 1024  /* per GPU */
-#define WD_MAX_BOOKS 16384 /* used slots over all slices */
-#define WD_MAX_VERDICTS 1024
-#define WD_MEMO 8192 /* pids whose ancestry a sample walked (power of 2) */
-#define WD_DEPTH 64
-#define WD_SEEN 4096     /* processes remembered in their slice across samples */
-#define WD_SEEN_KEEP 120 /* samples an unseen process is remembered */
-
-struct memo {
-        uint64_t gen;
-        pid_t pid;
-        int slice; /* snapshot index, -1 none */
-};
-
-/* A GPU process once mapped to its slice, by identity (pid, start time):
- * it stays in that slice when its parent dies and it is reparented away
- * from the slice's process (setsid, double fork). */
-struct seen {
-        pid_t pid;
-        uint64_t start;
-        char slice[GS_SLICE_ID_MAX + 1];
-        uint64_t last; /* sample number it was last listed by NVML */
-};
-
-struct wd_state {
-        struct wd_args a;
-        struct gs_wd *rules;
-        struct events *ev;
-        int64_t next_ms;
-        uint64_t last_seen_us[GS_MAX_GPUS];
-        bool nvml_failed[GS_MAX_GPUS];
-        /* one sample */
-        uint64_t gen;
-        struct memo memo[WD_MEMO];
-        struct nvml_proc raw[GS_MAX_GPUS][WD_MAX_PROCS];
-        struct gs_wd_proc procs[GS_MAX_GPUS][WD_MAX_PROCS];
-        struct gs_wd_gpu gpus[GS_MAX_GPUS];
-        struct gs_wd_slice slices[GS_LEDGER_MAX_SLICES];
-        pid_t slice_pid[GS_LEDGER_MAX_SLICES]; /* a live local slice's process, else 0 */
-        bool dir_known[GS_LEDGER_MAX_SLICES];  /* a pod slice's directory identity */
-        dev_t dir_dev[GS_LEDGER_MAX_SLICES];
-        ino_t dir_ino[GS_LEDGER_MAX_SLICES];
-        size_t n_slices;
-        bool any_pod;
-        struct gs_wd_book books[WD_MAX_BOOKS];
-        size_t n_books;
-        struct gs_slice_state state; /* one slice's books file, read */
-        struct gs_wd_verdict verdicts[WD_MAX_VERDICTS];
-        char why[GS_MAX_GPUS][WD_MAX_PROCS][160]; /* why a process is in no slice */
-        struct seen seen[WD_SEEN];
-        size_t n_seen;
-        pid_t killed[WD_MAX_VERDICTS]; /* this sample's kills */
-        size_t n_killed;
-        /* cost */
-        uint64_t n_samples, cpu_us_sum, cpu_us_max;
-        uint64_t nvml_us_sum; /* of which in NVML's calls (simgpu: its own /proc reads) */
-};
+#include "watchdog_int.h"
 
 int wd_policy_parse(const char *s, enum wd_policy *ret)
 {
@@ -217,12 +161,18 @@ static struct seen *seen_of(struct wd_state *w, pid_t pid)
         return NULL;
 }
 
-static int slice_index(const struct wd_state *w, const char *id);
+int wd_slice_index(const struct wd_state *w, const char *id)
+{
+        for (size_t i = 0; i < w->n_slices; i++)
+                if (strcmp(w->slices[i].id, id) == 0)
+                        return (int)i;
+        return -1;
+}
 
 /* map_pid, remembering what it found: a process mapped once keeps its
  * slice (checked by its start time) when its ancestry no longer leads to
  * the slice's process. */
-static int map_pid_seen(struct wd_state *w, pid_t pid, char *why, size_t why_size)
+int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size)
 {
         int found = map_pid(w, pid, why, why_size);
         struct seen *e = seen_of(w, pid);
@@ -244,7 +194,7 @@ static int map_pid_seen(struct wd_state *w, pid_t pid, char *why, size_t why_siz
         }
         if (!e)
                 return -1;
-        int k = slice_index(w, e->slice);
+        int k = wd_slice_index(w, e->slice);
         if (k < 0 || proc_start_time(pid, &start) < 0 || start != e->start) {
                 *e = w->seen[--w->n_seen]; /* another process now, or its slice is gone */
                 return -1;
@@ -373,140 +323,6 @@ static void translate_book(struct wd_state *w, const struct gs_wd_proc *p)
                         b[i].pid = p->pid;
 }
 
-static int pidfd_open_(pid_t pid)
-{
-        return (int)syscall(SYS_pidfd_open, pid, 0);
-}
-
-/* SIGKILL pid if it is still in snapshot slice `slice` (-1: in none):
- * the pidfd pins the process, then its slice is mapped again. 0 or a
- * negative errno (-ESTALE: no longer attributable as it was). */
-static int kill_one(struct wd_state *w, pid_t pid, int slice)
-{
-        for (size_t i = 0; i < w->n_killed; i++)
-                if (w->killed[i] == pid)
-                        return 0; /* another verdict of this sample killed it */
-        if (pid <= 1 || pid == getpid())
-                return -EPERM;
-        int fd = pidfd_open_(pid);
-        if (fd < 0)
-                return -errno;
-        char why[160];
-        w->gen++; /* a fresh walk */
-        int now = map_pid_seen(w, pid, why, sizeof(why));
-        int r = 0;
-        if (now != slice)
-                r = -ESTALE;
-        else if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0)
-                r = -errno;
-        close(fd);
-        if (r == 0 && w->n_killed < WD_MAX_VERDICTS)
-                w->killed[w->n_killed++] = pid;
-        return r;
-}
-
-/* Kill what verdict v names under the kill policy: its process, or for a
- * slice-wide verdict (pid 0) every process of the slice on its GPU.
- * Returns the number killed, or a negative errno for the first failure. */
-static int kill_verdict(struct wd_state *w, const struct gs_wd_snapshot *snap,
-                        const struct gs_wd_verdict *v, int slice)
-{
-        if (v->pid) {
-                int r = kill_one(w, (pid_t)v->pid, slice);
-                return r < 0 ? r : 1;
-        }
-        int n = 0, err = 0;
-        for (size_t g = 0; g < snap->n_gpus; g++) {
-                if (strcmp(snap->gpus[g].uuid, v->gpu) != 0)
-                        continue;
-                for (size_t k = 0; k < snap->gpus[g].n_procs; k++) {
-                        const struct gs_wd_proc *p = &snap->gpus[g].procs[k];
-                        if (p->slice != slice)
-                                continue;
-                        int r = kill_one(w, (pid_t)p->pid, slice);
-                        if (r == 0)
-                                n++;
-                        else if (!err)
-                                err = r;
-                }
-        }
-        return n ? n : err;
-}
-
-static int slice_index(const struct wd_state *w, const char *id)
-{
-        for (size_t i = 0; i < w->n_slices; i++)
-                if (strcmp(w->slices[i].id, id) == 0)
-                        return (int)i;
-        return -1;
-}
-
-/* Why pid could not be mapped, from this sample. */
-static const char *why_of(const struct wd_state *w, const struct gs_wd_snapshot *snap, uint32_t pid)
-{
-        for (size_t g = 0; g < snap->n_gpus; g++)
-                for (size_t k = 0; k < snap->gpus[g].n_procs; k++)
-                        if (snap->gpus[g].procs[k].pid == pid && w->why[g][k][0])
-                                return w->why[g][k];
-        return "";
-}
-
-/* Events for verdict v, and the policy's action once it is actionable. */
-static void act(struct wd_state *w, const struct gs_wd_snapshot *snap,
-                const struct gs_wd_verdict *v)
-{
-        bool kill_policy = w->a.policy != WD_REPORT;
-        bool unsliced = v->reason == GS_WD_UNSLICED;
-        bool killable = kill_policy && (!unsliced || w->a.kill_unsliced);
-        if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
-                return;
-        char msg[EVENTS_LINE_MAX];
-        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
-                                  .pid = (pid_t)v->pid,
-                                  .slice = v->slice,
-                                  .gpu = v->gpu,
-                                  .used = v->used ? v->used : v->slice_used,
-                                  .cap = v->cap,
-                                  .books = v->books,
-                                  .util_milli = v->util_milli,
-                                  .share_milli = v->share_milli,
-                                  .msg = msg };
-        const char *why = unsliced ? why_of(w, snap, v->pid) : "";
-        if (!v->actionable) {
-                snprintf(msg, sizeof(msg), "%s%s%s (acting after %" PRId64 " ms of grace)", v->msg,
-                         *why ? ": " : "", why, w->a.grace_ms);
-                f.action = "detected";
-                events_add(w->ev, &f);
-                return;
-        }
-        int r = 0;
-        if (killable)
-                r = kill_verdict(w, snap, v, unsliced ? -1 : slice_index(w, v->slice));
-        if (!v->became_actionable)
-                return;
-        if (!kill_policy) {
-                f.action = "reported";
-                snprintf(msg, sizeof(msg), "%s%s%s (policy report)", v->msg, *why ? ": " : "", why);
-        } else if (!killable) {
-                f.action = "reported";
-                snprintf(msg, sizeof(msg),
-                         "%s%s%s (not killed: outside every slice, and "
-                         "--kill-unsliced is not given)",
-                         v->msg, *why ? ": " : "", why);
-        } else if (r > 0) {
-                f.action = "killed";
-                snprintf(msg, sizeof(msg), "%s: SIGKILL%s", v->msg,
-                         w->a.policy == WD_EVICT ? " (evict falls back to kill: no API-server "
-                                                   "access)"
-                                                 : "");
-        } else {
-                f.action = "kill_failed";
-                snprintf(msg, sizeof(msg), "%s: not killed: %s", v->msg,
-                         r == -ESTALE ? "no longer attributable to the same slice" : strerror(-r));
-        }
-        events_add(w->ev, &f);
-}
-
 static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
 {
         int64_t c0 = cpu_us();
@@ -542,7 +358,7 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
                         *p = (struct gs_wd_proc){ .pid = rp->pid,
                                                   .used = rp->used,
                                                   .util = rp->util };
-                        p->slice = map_pid_seen(w, (pid_t)rp->pid, w->why[n_gpus][g->n_procs],
+                        p->slice = wd_map_pid(w, (pid_t)rp->pid, w->why[n_gpus][g->n_procs],
                                                 sizeof(w->why[0][0]));
                         g->n_procs++;
                         if (p->slice >= 0 && w->slices[p->slice].kind != GS_SLICE_LOCAL)
@@ -560,7 +376,7 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
                 nv = WD_MAX_VERDICTS;
         }
         for (size_t i = 0; i < nv; i++)
-                act(w, &snap, &w->verdicts[i]);
+                wd_act(w, &snap, &w->verdicts[i]);
         seen_sweep(w);
         uint64_t c = (uint64_t)(cpu_us() - c0);
         w->n_samples++;

@@ -1,0 +1,84 @@
+/* SPDX-License-Identifier: Apache-2.0 */
+/* The watchdog's state, shared by its sampler (watchdog.c: NVML, the
+ * mapping of processes to slices, the books, core's rules) and its actions
+ * (watchdog_act.c: events, kills, evictions). Private to src/daemon. */
+#ifndef GS_DAEMON_WATCHDOG_INT_H
+#define GS_DAEMON_WATCHDOG_INT_H
+
+#include <gpuslice/slice_state.h>
+
+#include "events.h"
+#include "nvml.h"
+#include "watchdog.h"
+#include "watchdog_daemon.h"
+
+#define WD_MAX_PROCS 1024  /* per GPU */
+#define WD_MAX_BOOKS 16384 /* used slots over all slices */
+#define WD_MAX_VERDICTS 1024
+#define WD_MEMO 8192 /* pids whose ancestry a sample walked (power of 2) */
+#define WD_DEPTH 64
+#define WD_SEEN 4096     /* processes remembered in their slice across samples */
+#define WD_SEEN_KEEP 120 /* samples an unseen process is remembered */
+
+struct memo {
+        uint64_t gen;
+        pid_t pid;
+        int slice; /* snapshot index, -1 none */
+};
+
+/* A GPU process once mapped to its slice, by identity (pid, start time):
+ * it stays in that slice when its parent dies and it is reparented away
+ * from the slice's process (setsid, double fork). */
+struct seen {
+        pid_t pid;
+        uint64_t start;
+        char slice[GS_SLICE_ID_MAX + 1];
+        uint64_t last; /* sample number it was last listed by NVML */
+};
+
+struct wd_state {
+        struct wd_args a;
+        struct gs_wd *rules;
+        struct events *ev;
+        int64_t next_ms;
+        uint64_t last_seen_us[GS_MAX_GPUS];
+        bool nvml_failed[GS_MAX_GPUS];
+        /* one sample */
+        uint64_t gen;
+        struct memo memo[WD_MEMO];
+        struct nvml_proc raw[GS_MAX_GPUS][WD_MAX_PROCS];
+        struct gs_wd_proc procs[GS_MAX_GPUS][WD_MAX_PROCS];
+        struct gs_wd_gpu gpus[GS_MAX_GPUS];
+        struct gs_wd_slice slices[GS_LEDGER_MAX_SLICES];
+        pid_t slice_pid[GS_LEDGER_MAX_SLICES]; /* a live local slice's process, else 0 */
+        bool dir_known[GS_LEDGER_MAX_SLICES];  /* a pod slice's directory identity */
+        dev_t dir_dev[GS_LEDGER_MAX_SLICES];
+        ino_t dir_ino[GS_LEDGER_MAX_SLICES];
+        size_t n_slices;
+        bool any_pod;
+        struct gs_wd_book books[WD_MAX_BOOKS];
+        size_t n_books;
+        struct gs_slice_state state; /* one slice's books file, read */
+        struct gs_wd_verdict verdicts[WD_MAX_VERDICTS];
+        char why[GS_MAX_GPUS][WD_MAX_PROCS][160]; /* why a process is in no slice */
+        struct seen seen[WD_SEEN];
+        size_t n_seen;
+        pid_t killed[WD_MAX_VERDICTS]; /* this sample's kills */
+        size_t n_killed;
+        /* cost */
+        uint64_t n_samples, cpu_us_sum, cpu_us_max;
+        uint64_t nvml_us_sum; /* of which in NVML's calls (simgpu: its own /proc reads) */
+};
+
+/* The snapshot index of the slice with this id, or -1. */
+int wd_slice_index(const struct wd_state *w, const char *id);
+
+/* The snapshot index of pid's slice (its ancestry, or where it was seen
+ * before), or -1 with why the process is in none (why_size bytes). */
+int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size);
+
+/* Events for verdict v of snapshot snap, and the policy's action once it
+ * is actionable. On the event loop, the node's lock held. */
+void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct gs_wd_verdict *v);
+
+#endif /* GS_DAEMON_WATCHDOG_INT_H */
