@@ -33,22 +33,6 @@
 
 #include "watchdog_int.h"
 
-int wd_policy_parse(const char *s, enum wd_policy *ret)
-{
-        static const char *const names[] = { "report", "kill", "evict" };
-        for (unsigned i = 0; i < 3; i++)
-                if (strcmp(s, names[i]) == 0) {
-                        *ret = (enum wd_policy)i;
-                        return 0;
-                }
-        return -EINVAL;
-}
-
-const char *wd_policy_name(enum wd_policy p)
-{
-        return p == WD_KILL ? "kill" : p == WD_EVICT ? "evict" : "report";
-}
-
 /* ---- mapping a pid to a slice ---- */
 
 static struct memo *memo_slot(struct wd_state *w, pid_t pid)
@@ -424,7 +408,7 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
                 free(w);
                 return gs_error_set(err, -ENOMEM, "out of memory for the watchdog");
         }
-        if (a->policy == WD_EVICT)
+        if (a->policy == GS_OVERUSE_EVICT)
                 gs_log_warn("watchdog: --overuse-policy evict: the daemon has no API-server "
                             "access yet; offenders are killed instead (their pods' kubelets "
                             "restart and count them)");
@@ -437,7 +421,7 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
                 return gs_error_set(err, r, "the event loop has no room for the watchdog's tick");
         }
         gs_log_info("watchdog: every %u ms, grace %" PRId64 " ms, policy %s%s", a->interval_ms,
-                    a->grace_ms, wd_policy_name(a->policy),
+                    a->grace_ms, gs_overuse_policy_name(a->policy),
                     a->kill_unsliced ? ", unsliced GPU processes are killed too" : "");
         return 0;
 }

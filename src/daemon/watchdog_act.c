@@ -86,7 +86,7 @@ static const char *why_of(const struct wd_state *w, const struct gs_wd_snapshot 
 void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap,
                 const struct gs_wd_verdict *v)
 {
-        bool kill_policy = w->a.policy != WD_REPORT;
+        bool kill_policy = w->a.policy != GS_OVERUSE_REPORT;
         bool unsliced = v->reason == GS_WD_UNSLICED;
         bool killable = kill_policy && (!unsliced || w->a.kill_unsliced);
         if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
@@ -127,7 +127,7 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap,
         } else if (r > 0) {
                 f.action = "killed";
                 snprintf(msg, sizeof(msg), "%s: SIGKILL%s", v->msg,
-                         w->a.policy == WD_EVICT ? " (evict falls back to kill: no API-server "
+                         w->a.policy == GS_OVERUSE_EVICT ? " (evict falls back to kill: no API-server "
                                                    "access)"
                                                  : "");
         } else {

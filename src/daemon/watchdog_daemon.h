@@ -13,22 +13,17 @@
 #include <stdint.h>
 
 #include "error.h"
-
-enum wd_policy { WD_REPORT, WD_KILL, WD_EVICT };
+#include "overuse_policy.h"
 
 struct wd_args {
         unsigned interval_ms;  /* --watch-interval, default 500; 0: watchdog off */
         int64_t grace_ms;      /* --overuse-grace, default 2000 */
-        enum wd_policy policy; /* --overuse-policy, default report */
+        enum gs_overuse_policy policy; /* --overuse-policy, default report */
         bool kill_unsliced;    /* --kill-unsliced */
 };
 
 #define WD_DEFAULT_INTERVAL_MS 500
 #define WD_DEFAULT_GRACE_MS 2000
-
-/* "report", "kill", "evict" -> *ret; -EINVAL for anything else. */
-int wd_policy_parse(const char *s, enum wd_policy *ret);
-const char *wd_policy_name(enum wd_policy p);
 
 struct daemon;
 

@@ -80,7 +80,7 @@ static const char usage_text[] =
 
 static struct wd_args wd_args = { .interval_ms = WD_DEFAULT_INTERVAL_MS,
                                   .grace_ms = WD_DEFAULT_GRACE_MS,
-                                  .policy = WD_REPORT };
+                                  .policy = GS_OVERUSE_REPORT };
 
 static int parse_ms(const char *flag, const char *v, long long min, long long *ret)
 {
@@ -210,7 +210,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         break;
                 }
                 case 'O':
-                        if (wd_policy_parse(optarg, &wd_args.policy) < 0)
+                        if (gs_overuse_policy_parse_str(optarg, &wd_args.policy) < 0)
                                 return fprintf(stderr, "gpusliced: --overuse-policy: '%s' is not "
                                                        "report, kill or evict\n", optarg), -EINVAL;
                         break;

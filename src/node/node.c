@@ -128,6 +128,7 @@ struct node *node_close(struct node *n)
         if (n->lock_fd >= 0)
                 close(n->lock_fd);
         gs_ledger_done(&n->ledger);
+        free(n->pods);
         pthread_mutex_destroy(&n->lock);
         free(n);
         return NULL;

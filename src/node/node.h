@@ -51,6 +51,21 @@ struct node_observer {
         void (*slice_removed)(void *ctx, const struct gs_slice *s, const char *why);
 };
 
+/* The pod a pod slice belongs to, as its front-end learnt it (the device
+ * plugin from PodResources, the DRA driver from the claim's reservedFor).
+ * Strings are NUL-terminated; container and uid may be "". */
+struct node_pod {
+        char ns[64];         /* metadata.namespace (a DNS label) */
+        char name[254];      /* metadata.name (a DNS subdomain) */
+        char container[64];  /* "" when the slice is the whole pod's (DRA) */
+        char uid[64];        /* metadata.uid, "" when unknown (PodResources has none) */
+};
+
+struct node_pod_entry {
+        char slice[GS_SLICE_ID_MAX + 1];
+        struct node_pod pod;
+};
+
 struct node {
         pthread_mutex_t lock;
         char state_dir[NODE_DIR_MAX];
@@ -71,6 +86,9 @@ struct node {
         /* The ledger's next_id as node_open loaded it: a smaller id the
          * ledger lacks was released by this node, not lost. */
         uint64_t opened_next_id;
+        /* Pods of pod slices (node_pods.c), in memory only. */
+        struct node_pod_entry *pods;
+        size_t n_pods, cap_pods;
 };
 
 /* What a front-end asks for. */
@@ -151,6 +169,15 @@ int node_slice_resize_locked(struct node *n, const char *id, uint32_t milli, con
  * 0, -EEXIST when the id is recorded, -ENODEV for a GPU not in the
  * inventory, -EINVAL for an invalid slice. */
 int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct gs_error **err);
+
+/* Pods. Record which pod holds pod slice `id` (replacing what was known).
+ * 0, -ENOENT (no such pod slice), -EINVAL (p has an empty namespace or name
+ * or an unterminated field), -ENOMEM. Forgotten when the slice is freed. */
+int node_set_pod_locked(struct node *n, const char *id, const struct node_pod *p);
+/* The pod known to hold slice `id`: 0 and *ret, or -ENOENT (none known). */
+int node_pod_locked(const struct node *n, const char *id, struct node_pod *ret);
+/* Forget slice id's pod (no-op when none is known). */
+void node_forget_pod_locked(struct node *n, const char *id);
 
 /* Persist the ledger; a failing directory sync is logged, not an error. */
 int node_save_locked(struct node *n, struct gs_error **err);

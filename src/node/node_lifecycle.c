@@ -123,6 +123,7 @@ int node_slice_release_locked(struct node *n, const char *id, const char *why)
                 n->observer.slice_removed(n->observer.ctx, s, why);
         node_backend_release(node_backend_of(s), n, s);
         gs_ledger_remove(&n->ledger, idc);
+        node_forget_pod_locked(n, idc);
         n->generation++;
         struct gs_error *err = NULL;
         int r = node_save_locked(n, &err);
