@@ -24,6 +24,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                         if (gs_ledger_decode(&back, text, len, NULL) != 0 ||
                             back.n_slices != l.n_slices || back.next_id != l.next_id)
                                 abort();
+                        for (size_t i = 0; i < l.n_slices; i++)
+                                if (back.slices[i].overuse != l.slices[i].overuse ||
+                                    strcmp(back.slices[i].claim.ns, l.slices[i].claim.ns) != 0 ||
+                                    strcmp(back.slices[i].claim.name, l.slices[i].claim.name) != 0)
+                                        abort();
                         gs_free(text);
                 }
         }

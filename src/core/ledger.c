@@ -17,6 +17,7 @@
 #include "atomic_file.h"
 #include "compute_policy.h"
 #include "number.h"
+#include "overuse_policy.h"
 #include "unit_ids.h"
 #include "macro.h"
 
@@ -64,6 +65,51 @@ static bool token_ok(const char *s, size_t min, size_t max)
         return true;
 }
 
+static bool dns_alnum(char c)
+{
+        return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9');
+}
+
+/* 1-max of [a-z0-9-] (and '.' when dots), each dot-separated part
+ * alphanumeric at both ends. */
+static bool dns_name_ok(const char *s, size_t max, bool dots)
+{
+        size_t n = strnlen(s, max + 1);
+        if (n == 0 || n > max)
+                return false;
+        for (size_t i = 0; i < n; i++) {
+                char c = s[i];
+                bool edge = i == 0 || i == n - 1 || (dots && (s[i - 1] == '.' || s[i + 1] == '.'));
+                if (dns_alnum(c))
+                        continue;
+                if (edge || !(c == '-' || (dots && c == '.')))
+                        return false;
+        }
+        return true;
+}
+
+bool gs_ledger_dns_label_ok(const char *s)
+{
+        return dns_name_ok(s, GS_CLAIM_NS_MAX, false);
+}
+
+bool gs_ledger_dns_subdomain_ok(const char *s)
+{
+        return dns_name_ok(s, GS_CLAIM_NAME_MAX, true);
+}
+
+/* A DRA slice's claim: uid and request always, share, ns and name when set;
+ * ns and name together or neither. */
+static bool claim_ok(const struct gs_slice_claim *c)
+{
+        return token_ok(c->uid, 1, GS_CLAIM_FIELD_MAX) &&
+               token_ok(c->request, 1, GS_CLAIM_FIELD_MAX) &&
+               (!c->share[0] || token_ok(c->share, 1, GS_CLAIM_FIELD_MAX)) &&
+               (!c->ns[0] || gs_ledger_dns_label_ok(c->ns)) &&
+               (!c->name[0] || gs_ledger_dns_subdomain_ok(c->name)) &&
+               (c->ns[0] != '\0') == (c->name[0] != '\0');
+}
+
 int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
 {
         if (!token_ok(s->id, 1, GS_SLICE_ID_MAX))
@@ -90,14 +136,17 @@ int gs_slice_validate(const struct gs_slice *s, struct gs_error **err)
         if (gs_slice_in_container(s) && s->pid != 0)
                 return gs_error_set(err, -EINVAL, "slice %s: a Kubernetes slice has no pid",
                                     s->id);
+        if (s->overuse != GS_OVERUSE_DEFAULT && s->overuse != GS_OVERUSE_REPORT &&
+            s->overuse != GS_OVERUSE_KILL && s->overuse != GS_OVERUSE_EVICT)
+                return gs_error_set(err, -EINVAL, "slice %s: unknown over-use policy", s->id);
         if ((s->kind == GS_SLICE_DRA) != (s->claim.uid[0] != '\0') ||
-            (s->claim.uid[0] && (!token_ok(s->claim.uid, 1, GS_CLAIM_FIELD_MAX) ||
-                                 !token_ok(s->claim.request, 1, GS_CLAIM_FIELD_MAX) ||
-                                 (s->claim.share[0] &&
-                                  !token_ok(s->claim.share, 1, GS_CLAIM_FIELD_MAX)))))
+            (s->claim.uid[0] && !claim_ok(&s->claim)) ||
+            (s->kind != GS_SLICE_DRA && (s->claim.ns[0] || s->claim.name[0])))
                 return gs_error_set(err, -EINVAL,
                                     "slice %s: a DRA slice names its claim's uid and request "
-                                    "(1-63 of [A-Za-z0-9._-]), and only a DRA slice does",
+                                    "(1-63 of [A-Za-z0-9._-]), and optionally its namespace "
+                                    "(a DNS label) with its name (a DNS subdomain); only a "
+                                    "DRA slice does",
                                     s->id);
         if (s->units) {
                 struct gs_unit_set *set = malloc(sizeof(*set));
@@ -247,6 +296,11 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                                     s->claim.request);
                 if (s->kind == GS_SLICE_DRA && s->claim.share[0])
                         sbuf_printf(&b, " share=%s", s->claim.share);
+                if (s->kind == GS_SLICE_DRA && s->claim.ns[0])
+                        sbuf_printf(&b, " claim_ns=%s claim_name=%s", s->claim.ns,
+                                    s->claim.name);
+                if (s->overuse != GS_OVERUSE_DEFAULT)
+                        sbuf_printf(&b, " overuse=%s", gs_overuse_policy_name(s->overuse));
                 for (unsigned g = 0; g < s->n_gpus; g++)
                         sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 if (s->units && *s->units)
@@ -289,7 +343,8 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
 {
         static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",  "start",
                                             "uid", "created", "name", "gpu",    "kind",
-                                            "units", "claim", "request", "share" };
+                                            "units", "claim", "request", "share",
+                                            "overuse", "claim_ns", "claim_name" };
         char *eq = strchr(tok, '=');
         if (!eq)
                 return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
@@ -342,6 +397,17 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
         case 12: ok = copy_token(s->claim.uid, sizeof(s->claim.uid), v); break;
         case 13: ok = copy_token(s->claim.request, sizeof(s->claim.request), v); break;
         case 14: ok = copy_token(s->claim.share, sizeof(s->claim.share), v); break;
+        case 15: ok = gs_overuse_policy_parse_str(v, &s->overuse) == 0; break;
+        case 16:
+                ok = gs_ledger_dns_label_ok(v);
+                if (ok)
+                        memcpy(s->claim.ns, v, strlen(v) + 1);
+                break;
+        case 17:
+                ok = gs_ledger_dns_subdomain_ok(v);
+                if (ok)
+                        memcpy(s->claim.name, v, strlen(v) + 1);
+                break;
         }
         if (!ok)
                 return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);

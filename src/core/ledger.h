@@ -18,7 +18,12 @@
  * freed by the plugin when PodResources shows no pod holds it; its
  * `units=` token records the kubelet's unit ids it was allocated for
  * (range text, unit_ids.h). A DRA slice carries `kind=dra claim=<uid>
- * request=<name>` and `share=<shareID>` when the result has one. Ids of all kinds come from one counter,
+ * request=<name>` and `share=<shareID>` when the result has one, and
+ * `claim_ns=<namespace> claim_name=<name>` when the driver knew them (so
+ * the claim and its pods can be found again after a restart). Any slice
+ * with a policy of its own for over-use carries `overuse=report|kill|evict`
+ * (none: the daemon's, GS_OVERUSE_DEFAULT). Optional tokens may be
+ * missing from older ledgers. Ids of all kinds come from one counter,
  * next_id, so none is reused across restarts. Anything else is rejected as
  * a whole. */
 #ifndef GS_LEDGER_H
@@ -31,6 +36,7 @@
 
 #include "error.h"
 #include "inventory.h"
+#include "overuse_policy.h"
 #include "gpuslice/slice_conf.h"
 
 #define GS_LEDGER_VERSION 1
@@ -52,12 +58,16 @@ enum gs_slice_kind {
 };
 
 #define GS_CLAIM_FIELD_MAX 63
+#define GS_CLAIM_NS_MAX 63     /* metadata.namespace: a DNS label */
+#define GS_CLAIM_NAME_MAX 253  /* metadata.name: a DNS subdomain */
 
 /* A DRA slice's claim: which share of which claim it is. */
 struct gs_slice_claim {
         char uid[GS_CLAIM_FIELD_MAX + 1];     /* the ResourceClaim's metadata.uid */
         char request[GS_CLAIM_FIELD_MAX + 1]; /* the claim's request this result is for */
         char share[GS_CLAIM_FIELD_MAX + 1];   /* the result's shareID ("" when none) */
+        char ns[GS_CLAIM_NS_MAX + 1];         /* the claim's namespace ("" when unknown) */
+        char name[GS_CLAIM_NAME_MAX + 1];     /* the claim's name ("" when unknown) */
 };
 
 struct gs_slice {
@@ -66,6 +76,7 @@ struct gs_slice {
         uint32_t milli;                 /* 1..999 slice, k*1000 whole GPUs */
         uint64_t memory_cap;            /* bytes (whole GPUs: 0, no limit) */
         enum gs_compute_policy policy;
+        enum gs_overuse_policy overuse; /* GS_OVERUSE_DEFAULT: the daemon's */
         pid_t pid;                      /* the process the slice lives for (kube: 0) */
         uint64_t start_time;            /* its start time (/proc/pid/stat field 22) */
         uid_t uid;                      /* its owner */
@@ -100,7 +111,15 @@ bool gs_slice_is_whole(const struct gs_slice *s);
  * no process of its own, and only its front-end frees it. */
 bool gs_slice_in_container(const struct gs_slice *s);
 
-/* Check a slice's fields (id, name, share, GPUs, policy) for validity.
+/* Whether s is a DNS label (1-63 of [a-z0-9-], alphanumeric at both
+ * ends: a Kubernetes namespace). */
+bool gs_ledger_dns_label_ok(const char *s);
+
+/* Whether s is a DNS subdomain (1-253 of [a-z0-9.-], each dot-separated
+ * part alphanumeric at both ends: a Kubernetes object name). */
+bool gs_ledger_dns_subdomain_ok(const char *s);
+
+/* Check a slice's fields (id, name, share, GPUs, policies, claim) for validity.
  * Returns 0 or -EINVAL with a message. */
 int gs_slice_validate(const struct gs_slice *s, struct gs_error **err);
 

@@ -88,6 +88,7 @@ struct gs_wd_slice {
         uint64_t cap; /* bytes; 0: no cap */
         uint32_t milli;
         enum gs_compute_policy policy;
+        enum gs_overuse_policy overuse; /* the slice's own; DEFAULT: the daemon's */
         bool books_valid; /* the books could be read */
         const struct gs_wd_book *books;
         size_t n_books;

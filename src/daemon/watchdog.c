@@ -250,7 +250,8 @@ static void snapshot_slices(struct daemon *d, struct wd_state *w)
                                             .shim = !gs_slice_is_whole(s),
                                             .cap = gs_slice_is_whole(s) ? 0 : s->memory_cap,
                                             .milli = s->milli,
-                                            .policy = s->policy };
+                                            .policy = s->policy,
+                                            .overuse = s->overuse };
                 snprintf(ws->id, sizeof(ws->id), "%s", s->id);
                 snprintf(ws->gpu, sizeof(ws->gpu), "%s", s->n_gpus ? s->gpus[0].uuid : "");
                 for (unsigned g = 1; g < s->n_gpus && g < GS_SLICE_MAX_GPUS; g++)

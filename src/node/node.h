@@ -98,6 +98,7 @@ struct node_request {
         uint64_t memory;           /* bytes; 0: share x GPU memory */
         bool has_policy;           /* false: the node's compute_policy */
         enum gs_compute_policy policy;
+        enum gs_overuse_policy overuse; /* GS_OVERUSE_DEFAULT: the daemon's */
         const char *name;          /* optional label, [A-Za-z0-9._-] */
         /* local: the process the slice lives for (checked by the caller) */
         pid_t pid;
@@ -105,7 +106,8 @@ struct node_request {
         uid_t uid;
         /* Kubernetes: the kubelet's unit ids (range text, unit_ids.h) */
         const char *units;
-        /* DRA: which share of which claim (copied) */
+        /* DRA: which share of which claim, with its namespace and name
+         * when known (copied) */
         const struct gs_slice_claim *claim;
         /* placement hints (gs_placement_request) */
         bool prefer;

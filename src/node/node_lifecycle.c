@@ -23,6 +23,7 @@ static int fill_slice(const struct node *n, const struct node_request *req,
                                 .milli = req->milli,
                                 .memory_cap = p->memory_cap,
                                 .policy = req->has_policy ? req->policy : n->compute_policy,
+                                .overuse = req->overuse,
                                 .created = (int64_t)time(NULL),
                                 .units = (char *)req->units };
         if (req->claim)

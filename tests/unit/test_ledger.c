@@ -312,11 +312,104 @@ static void dra_slices(void **state)
         gs_ledger_done(&back);
 }
 
+/* A slice's own over-use policy (overuse=, omitted for the daemon's) and a
+ * DRA slice's claim namespace and name (claim_ns=, claim_name=) round-trip;
+ * ledgers without them still decode; bad values reject the ledger. */
+static void overuse_and_claim_names(void **state)
+{
+        (void)state;
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice a = make_slice(&l, 300, "iris");
+        a.overuse = GS_OVERUSE_KILL;
+        struct gs_slice b = make_slice(&l, 100, "");
+        struct gs_slice d = make_slice(&l, 200, "");
+        d.kind = GS_SLICE_DRA;
+        d.pid = 0;
+        d.start_time = 0;
+        d.uid = 0;
+        d.overuse = GS_OVERUSE_EVICT;
+        snprintf(d.claim.uid, sizeof(d.claim.uid), "0b7f2c1e-4d3a");
+        snprintf(d.claim.request, sizeof(d.claim.request), "gpu");
+        snprintf(d.claim.ns, sizeof(d.claim.ns), "team-a");
+        assert_int_equal(gs_ledger_add(&l, &d, NULL), -EINVAL); /* ns without name */
+        char longname[GS_CLAIM_NAME_MAX + 1];
+        memset(longname, 'a', GS_CLAIM_NAME_MAX);
+        longname[GS_CLAIM_NAME_MAX] = '\0';
+        longname[100] = '.';
+        memcpy(d.claim.name, longname, sizeof(longname));
+        assert_int_equal(gs_ledger_add(&l, &a, NULL), 0);
+        assert_int_equal(gs_ledger_add(&l, &b, NULL), 0);
+        assert_int_equal(gs_ledger_add(&l, &d, NULL), 0);
+        struct gs_slice local = make_slice(&l, 100, "");
+        snprintf(local.claim.ns, sizeof(local.claim.ns), "team-a");
+        snprintf(local.claim.name, sizeof(local.claim.name), "c");
+        assert_int_equal(gs_ledger_add(&l, &local, NULL), -EINVAL); /* names on a local one */
+        local = make_slice(&l, 100, "");
+        local.overuse = (enum gs_overuse_policy)7;
+        assert_int_equal(gs_ledger_add(&l, &local, NULL), -EINVAL);
+
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_ledger_encode(&l, &text, &len), 0);
+        assert_non_null(strstr(text, "name=iris overuse=kill"));
+        assert_non_null(strstr(text, " claim_ns=team-a claim_name=aaaa"));
+        assert_non_null(strstr(text, " overuse=evict"));
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), 0);
+        assert_int_equal(back.n_slices, 3);
+        for (size_t i = 0; i < 3; i++)
+                assert_memory_equal(&back.slices[i], &l.slices[i], sizeof(struct gs_slice));
+        assert_int_equal(back.slices[1].overuse, GS_OVERUSE_DEFAULT);
+        const char *s2 = strstr(text, "id=s2 ");
+        assert_non_null(s2);
+        const char *s2_over = strstr(s2, "overuse=");
+        assert_true(s2_over > strchr(s2, '\n')); /* the daemon's policy: no token */
+        gs_free(text);
+
+#define LINE(extra) "gpuslice-ledger 1\nnext_id 9\nslice id=s4 milli=300 memory=2097152 " \
+                    "policy=share pid=7 start=1 uid=0 created=2 gpu=0,G" extra "\nend 1\n"
+#define DRA(extra) "gpuslice-ledger 1\nnext_id 9\nslice id=dra-4 milli=300 memory=2097152 " \
+                   "policy=share pid=0 start=0 uid=0 created=2 kind=dra claim=u request=gpu " \
+                   "gpu=0,G" extra "\nend 1\n"
+        static const char *const good_ones[] = {
+                LINE(""), LINE(" overuse=report"), DRA(""),
+                DRA(" claim_ns=default claim_name=my-claim.v1"),
+        };
+        for (size_t i = 0; i < sizeof(good_ones) / sizeof(good_ones[0]); i++) {
+                struct gs_error *err = NULL;
+                int r = gs_ledger_decode(&back, good_ones[i], strlen(good_ones[i]), &err);
+                if (r != 0)
+                        fail_msg("good input %zu refused: %s", i, gs_error_msg(err));
+        }
+        static const char *const bad[] = {
+                LINE(" overuse=default"), LINE(" overuse=KILL"), LINE(" overuse="),
+                LINE(" overuse=kill overuse=kill"), LINE(" claim_ns=a claim_name=b"),
+                DRA(" claim_ns=Default claim_name=c"), DRA(" claim_ns=-a claim_name=c"),
+                DRA(" claim_ns=a claim_name=c..d"), DRA(" claim_ns=a claim_name=c_d"),
+                DRA(" claim_ns=a claim_name=.c"), DRA(" claim_ns=a"), DRA(" claim_name=c"),
+                DRA(" claim_ns=aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa "
+                    "claim_name=c"), /* 64 */
+        };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                struct gs_error *err = NULL;
+                int r = gs_ledger_decode(&back, bad[i], strlen(bad[i]), &err);
+                if (r != -EINVAL)
+                        fail_msg("bad input %zu accepted (r=%d)", i, r);
+                assert_non_null(strstr(gs_error_msg(err), "line 3"));
+                gs_error_free(err);
+        }
+#undef LINE
+#undef DRA
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(round_trip),     cmocka_unit_test(kube_slices),
-                cmocka_unit_test(dra_slices),
+                cmocka_unit_test(dra_slices),     cmocka_unit_test(overuse_and_claim_names),
                 cmocka_unit_test(corrupt_inputs), cmocka_unit_test(limits),
                 cmocka_unit_test(save_and_load),  cmocka_unit_test(oom),
                 cmocka_unit_test(dir_sync_fails),
