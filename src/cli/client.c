@@ -312,6 +312,8 @@ static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_sli
                         s->memory = u64_of(v);
                 else if (!strcmp(k, "policy"))
                         snprintf(s->policy, sizeof(s->policy), "%s", v);
+                else if (!strcmp(k, "overuse"))
+                        snprintf(s->overuse, sizeof(s->overuse), "%s", v);
                 else if (!strcmp(k, "pid"))
                         s->pid = (int)u64_of(v);
                 else if (!strcmp(k, "uid"))
@@ -369,8 +371,9 @@ static size_t parse_gpu(const struct gs_proto_msg *m, size_t i, struct cli_gpu *
         return i;
 }
 
-int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy, const char *name,
-                     pid_t pid, struct cli_slice *ret, struct gs_error **err)
+int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy,
+                     const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
+                     struct gs_error **err)
 {
         struct gs_proto_builder b;
         gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
@@ -379,6 +382,8 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                 gs_proto_builder_add(&b, "memory", "%" PRIu64, memory);
         if (policy)
                 gs_proto_builder_add(&b, "policy", "%s", policy);
+        if (overuse)
+                gs_proto_builder_add(&b, "overuse", "%s", overuse);
         if (name)
                 gs_proto_builder_add(&b, "name", "%s", name);
         gs_proto_builder_add(&b, "pid", "%d", (int)pid);
@@ -390,6 +395,16 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                 if (!strcmp(m.items[i].key, "slice")) {
                         parse_slice(&m, i, ret);
                         gs_proto_msg_done(&m);
+                        if (overuse && strcmp(ret->overuse, overuse) != 0) {
+                                /* An older daemon ignored the key: the slice
+                                 * would follow its policy, not the one asked. */
+                                cli_release_slice(fd, ret->id, NULL);
+                                return gs_error_set(err, -EPROTONOSUPPORT,
+                                                    "gpusliced does not know per-slice over-use "
+                                                    "policies (its slice %s has none); upgrade "
+                                                    "gpusliced or leave the over-use policy out",
+                                                    ret->id);
+                        }
                         return 0;
                 }
         gs_proto_msg_done(&m);

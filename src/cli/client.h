@@ -48,6 +48,7 @@ struct cli_slice {
         uint32_t milli;
         uint64_t memory;         /* cap; 0 for whole GPUs */
         char policy[8];
+        char overuse[8];         /* its own over-use policy, "default"; "" from an older daemon */
         bool kube;               /* a Kubernetes pod's slice (no pid) */
         int pid;
         unsigned uid;
@@ -81,9 +82,13 @@ struct cli_listing {
 };
 
 /* Ask for a slice for process `pid`: milli 1..999 or k*1000; memory 0 =
- * the default cap; policy "share"/"cap"/NULL; name may be NULL. */
-int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy, const char *name,
-                     pid_t pid, struct cli_slice *ret, struct gs_error **err);
+ * the default cap; policy "share"/"cap"/NULL; overuse "report"/"kill"/
+ * "evict"/NULL (the daemon's); name may be NULL. A daemon that does not
+ * echo the over-use policy asked for (one older than per-slice policies)
+ * gets the slice released again, and -EPROTONOSUPPORT with a message. */
+int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy,
+                     const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
+                     struct gs_error **err);
 
 /* Release a slice by id. */
 int cli_release_slice(int fd, const char *id, struct gs_error **err);

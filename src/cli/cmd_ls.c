@@ -74,6 +74,11 @@ static void print_json(const struct cli_listing *l)
                                 printf("null");
                         printf(", \"policy\": ");
                         json_string(s->policy);
+                        printf(", \"overuse\": "); /* null: a daemon without per-slice policies */
+                        if (s->overuse[0])
+                                json_string(s->overuse);
+                        else
+                                printf("null");
                         if (s->has_gpu_time)
                                 printf(", \"gpu_time\": %" PRIu32, s->gpu_time);
                         else
@@ -119,9 +124,9 @@ static void print_table(const struct cli_listing *l)
                         if (!slice_on_gpu(s, gpu->uuid))
                                 continue;
                         if (!header) {
-                                printf("     %-8s %-20s %6s %10s %10s %-6s %8s %8s\n", "SLICE",
-                                       "NAME", "SHARE", "MEM CAP", "MEM USED", "POLICY", "PID",
-                                       "GPU TIME");
+                                printf("     %-8s %-20s %6s %10s %10s %-6s %-7s %8s %8s\n",
+                                       "SLICE", "NAME", "SHARE", "MEM CAP", "MEM USED", "POLICY",
+                                       "OVERUSE", "PID", "GPU TIME");
                                 header = true;
                         }
                         char sh[16], pid[16], gt[16] = "-";
@@ -133,11 +138,11 @@ static void print_table(const struct cli_listing *l)
                                 snprintf(pid, sizeof(pid), "k8s");
                         else
                                 snprintf(pid, sizeof(pid), "%d", s->pid);
-                        printf("     %-8s %-20.20s %6s %10s %10s %-6s %8s %8s\n", s->id,
+                        printf("     %-8s %-20.20s %6s %10s %10s %-6s %-7s %8s %8s\n", s->id,
                                s->name[0] ? s->name : "-", sh,
                                s->memory ? gs_bytes_human(s->memory, a, sizeof(a)) : "whole",
                                s->has_used ? gs_bytes_human(s->used, c, sizeof(c)) : "-",
-                               s->policy, pid, gt);
+                               s->policy, s->overuse[0] ? s->overuse : "-", pid, gt);
                 }
         }
 }

@@ -17,6 +17,7 @@
 #include "cli.h"
 #include "client.h"
 #include "compute_policy.h"
+#include "overuse_policy.h"
 #include "quantity.h"
 #include "slice_env.h"
 
@@ -28,6 +29,8 @@ static const char run_usage[] =
         "  --gpu SHARE          300m, 0.3 (a slice) or 1, 2 (whole GPUs, no limits)\n"
         "  --gpu-memory SIZE    memory cap, e.g. 6Gi (default: share x GPU memory)\n"
         "  --policy P           share (default: idle time is lent) or cap\n"
+        "  --overuse P          what the watchdog does when the slice is caught over its limits:\n"
+        "                       report, kill or evict (default: gpusliced's --overuse-policy)\n"
         "  --name NAME          a name for the slice ([A-Za-z0-9._-], shown by ls)\n"
         "  --sim                use simgpu, the simulated driver (also for a started daemon)\n"
         "  -h, --help           this text\n\n"
@@ -77,7 +80,7 @@ static void child_main(int rfd, char **cmd)
 struct run_opts {
         uint32_t milli;
         uint64_t memory;
-        const char *policy, *name;
+        const char *policy, *overuse, *name;
         bool sim;
 };
 
@@ -86,6 +89,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
         static const struct option opts[] = {
                 { "gpu", required_argument, NULL, 'g' },   { "gpu-memory", required_argument, NULL, 'm' },
                 { "policy", required_argument, NULL, 'p' }, { "name", required_argument, NULL, 'n' },
+                { "overuse", required_argument, NULL, 'o' },
                 { "sim", no_argument, NULL, 's' },          { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -108,6 +112,12 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
                                 r = gs_error_set(&err, -EINVAL, "--policy: '%s' is not %s", optarg,
                                                  "share or cap");
                         o->policy = optarg;
+                        break;
+                case 'o':
+                        if (gs_overuse_policy_parse_str(optarg, &(enum gs_overuse_policy){ 0 }) < 0)
+                                r = gs_error_set(&err, -EINVAL, "--overuse: '%s' is not one of %s",
+                                                 optarg, GS_OVERUSE_POLICY_NAMES);
+                        o->overuse = optarg;
                         break;
                 case 'n': o->name = optarg; break;
                 case 's': o->sim = true; break;
@@ -194,7 +204,8 @@ int cmd_run(int argc, char **argv)
         struct cli_slice s;
         static char env_data[ENV_MAX];
         struct slice_env env = { .buf = env_data, .size = sizeof(env_data) };
-        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.name, pid, &s, &err);
+        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, pid, &s,
+                             &err);
         if (r == 0 && (r = slice_env_build(&s, o.sim, &env, &err)) < 0) {
                 struct gs_error *e2 = NULL;
                 cli_release_slice(fd, s.id, &e2);

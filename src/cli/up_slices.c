@@ -13,6 +13,7 @@
 #include "compute_policy.h"
 #include "inventory.h"
 #include "macro.h"
+#include "overuse_policy.h"
 #include "placement.h"
 #include "slice_env.h"
 #include "up_plan.h"
@@ -170,6 +171,10 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
         struct up_slices *s = ud;
         const struct gs_api_spec *a = &s->spec->apis[api];
         const char *policy = gs_compute_policy_name(a->compute.policy);
+        /* Unset: none asked, so the slice follows gpusliced's policy. */
+        const char *overuse = a->compute.overuse == GS_OVERUSE_DEFAULT
+                                      ? NULL
+                                      : gs_overuse_policy_name(a->compute.overuse);
         struct slice_env e = { .buf = blob, .size = size };
         struct gs_error *err = NULL;
         struct cli_slice sl;
@@ -178,7 +183,7 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
                 r = cli_create_slice(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
-                                     a->name, pid, &sl, &err);
+                                     overuse, a->name, pid, &sl, &err);
                 close(fd);
         }
         if (r == 0) {

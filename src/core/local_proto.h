@@ -10,7 +10,12 @@
  *               replies: at most GS_PROTO_MAX_REPLY)
  * The payload is text: zero or more `key=value\n` lines, key
  * [a-z0-9_]{1,31}, value up to 4095 bytes without control characters. Keys
- * may repeat (lists). Documented for users in docs/daemon.md. */
+ * may repeat (lists). Documented for users in docs/daemon.md.
+ *
+ * Compatibility: a new optional key keeps version 1. A daemon ignores
+ * request keys it does not know and a client ignores reply keys it does
+ * not know, so a client whose request depends on a newer key checks that
+ * the reply echoes it (create's `overuse` comes back as `slice_overuse`). */
 #ifndef GS_LOCAL_PROTO_H
 #define GS_LOCAL_PROTO_H
 
@@ -30,7 +35,7 @@
 #define GS_PROTO_VALUE_MAX 4095
 
 enum gs_msg_type {
-        GS_MSG_CREATE = 1,   /* gpu_milli, [memory], [policy], [name], pid -> a slice */
+        GS_MSG_CREATE = 1,   /* gpu_milli, [memory], [policy], [overuse], [name], pid -> a slice */
         GS_MSG_LIST = 2,     /* -> gpu=... and slice=... lines */
         GS_MSG_RELEASE = 3,  /* id -> released */
         GS_MSG_STATUS = 4,   /* -> daemon facts and inventory */

@@ -15,6 +15,7 @@
 
 #include "alloc.h"
 #include "compute_policy.h"
+#include "overuse_policy.h"
 #include "quantity.h"
 #include "spec_yaml.h"
 
@@ -259,14 +260,27 @@ static int parse_policy(struct walk *w, const struct spec_node *n, enum gs_compu
         return 0;
 }
 
-enum { C_GPU, C_GPU_MEMORY, C_CPU, C_MEM, C_POLICY };
-static const char *const compute_keys[] = { "gpu", "gpu_memory", "cpu", "mem", "policy" };
-#define COMPUTE_ACCEPTED "gpu, gpu_memory, cpu, mem, policy"
+static int parse_overuse(struct walk *w, const struct spec_node *n, enum gs_overuse_policy *ret)
+{
+        char q[GS_QUOTE_MAX];
+
+        if (gs_overuse_policy_parse_str(n->value, ret) < 0)
+                return fail(w, n,
+                            "compute.overuse: \"%s\" is not an over-use policy: use one of "
+                            GS_OVERUSE_POLICY_NAMES " (unset: the daemon's --overuse-policy)",
+                            gs_quote(n->value, q, sizeof(q)));
+        return 0;
+}
+
+enum { C_GPU, C_GPU_MEMORY, C_CPU, C_MEM, C_POLICY, C_OVERUSE };
+static const char *const compute_keys[] = { "gpu", "gpu_memory", "cpu", "mem", "policy",
+                                            "overuse" };
+#define COMPUTE_ACCEPTED "gpu, gpu_memory, cpu, mem, policy, overuse"
 
 static int parse_compute_value(struct walk *w, int key, const struct spec_node *v,
                                struct gs_api_compute *c)
 {
-        static const char *const examples[] = { "300m", "6Gi", "500m", "2Gi", "share" };
+        static const char *const examples[] = { "300m", "6Gi", "500m", "2Gi", "share", "kill" };
         char field[32];
         int r;
 
@@ -287,6 +301,8 @@ static int parse_compute_value(struct walk *w, int key, const struct spec_node *
         case C_MEM:
                 r = gs_memory_quantity_parse(field, v->value, &c->mem, w->err);
                 break;
+        case C_OVERUSE:
+                return parse_overuse(w, v, &c->overuse);
         default:
                 return parse_policy(w, v, &c->policy);
         }

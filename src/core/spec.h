@@ -9,7 +9,8 @@
  *     port: 8080
  *     replicas: 1
  *     env: {MODEL: iris}
- *     compute: {gpu: 300m, gpu_memory: 6Gi, cpu: 500m, mem: 2Gi, policy: share}
+ *     compute: {gpu: 300m, gpu_memory: 6Gi, cpu: 500m, mem: 2Gi, policy: share,
+ *               overuse: kill}
  *
  * Loading is all-or-nothing: the first problem rejects the whole file with
  * a message naming the file, the line, the API and the field. */
@@ -22,6 +23,7 @@
 #include <gpuslice/slice_conf.h>
 
 #include "error.h"
+#include "overuse_policy.h"
 
 #define GS_SPEC_MAX_BYTES (1u << 20) /* larger files are rejected unread */
 #define GS_SPEC_MAX_APIS 256
@@ -43,6 +45,7 @@ struct gs_api_compute {
         uint32_t cpu_milli;            /* 0 = not given */
         uint64_t mem;                  /* bytes; 0 = not given */
         enum gs_compute_policy policy; /* GS_POLICY_SHARE unless `policy: cap` */
+        enum gs_overuse_policy overuse; /* GS_OVERUSE_DEFAULT (the daemon's) unless given */
 };
 
 struct gs_api_spec {

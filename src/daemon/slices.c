@@ -14,6 +14,7 @@
 
 #include "arbiter_server.h"
 #include "compute_policy.h"
+#include "overuse_policy.h"
 #include "events.h"
 #include "log.h"
 #include "node_files.h"
@@ -210,6 +211,7 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s,
         gs_proto_builder_add(b, "slice_milli", "%" PRIu32, s->milli);
         gs_proto_builder_add(b, "slice_memory", "%" PRIu64, s->memory_cap);
         gs_proto_builder_add(b, "slice_policy", "%s", gs_compute_policy_name(s->policy));
+        gs_proto_builder_add(b, "slice_overuse", "%s", gs_overuse_policy_name(s->overuse));
         gs_proto_builder_add(b, "slice_pid", "%d", (int)s->pid);
         gs_proto_builder_add(b, "slice_uid", "%u", (unsigned)s->uid);
         gs_proto_builder_add(b, "slice_created", "%" PRId64, s->created);
@@ -270,6 +272,12 @@ static int parse_request(const struct daemon *d, const struct gs_proto_msg *m,
         if (policy && gs_compute_policy_parse_str(policy, &req->policy) < 0)
                 return gs_error_set(err, -EINVAL, "policy '%.40s' is unknown (accepted: %s)",
                                     policy, GS_COMPUTE_POLICY_NAMES);
+        const char *overuse = gs_proto_msg_get(m, "overuse");
+        req->overuse = GS_OVERUSE_DEFAULT; /* none: gpusliced --overuse-policy */
+        if (overuse && gs_overuse_policy_parse_str(overuse, &req->overuse) < 0)
+                return gs_error_set(err, -EINVAL,
+                                    "overuse policy '%.40s' is unknown (accepted: %s)", overuse,
+                                    GS_OVERUSE_POLICY_NAMES);
         req->name = gs_proto_msg_get(m, "name");
         if (req->name && strlen(req->name) > GS_SLICE_NAME_MAX)
                 return gs_error_set(err, -EINVAL, "name '%.70s' is longer than %d", req->name,

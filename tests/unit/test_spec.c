@@ -48,7 +48,7 @@ static const char full_spec[] =
         "    policy: cap\n"
         "- name: big\n"
         "  image: registry.example/big:2\n"
-        "  compute: {gpu: \"1\"}\n";
+        "  compute: {gpu: \"1\", overuse: evict}\n";
 
 static void test_full(void **state)
 {
@@ -84,6 +84,7 @@ static void test_full(void **state)
         assert_int_equal(a->compute.cpu_milli, 500);
         assert_true(a->compute.mem == 2 * GIB);
         assert_int_equal(a->compute.policy, GS_POLICY_CAP);
+        assert_int_equal(a->compute.overuse, GS_OVERUSE_DEFAULT); /* the daemon's */
 
         const struct gs_api_spec *b = &spec->apis[1];
         assert_string_equal(b->name, "big");
@@ -98,6 +99,7 @@ static void test_full(void **state)
         assert_int_equal(b->compute.cpu_milli, 0);
         assert_true(b->compute.mem == 0);
         assert_int_equal(b->compute.policy, GS_POLICY_SHARE);
+        assert_int_equal(b->compute.overuse, GS_OVERUSE_EVICT); /* whole GPUs too */
 
         assert_ptr_equal(gs_spec_find(spec, "big"), b);
         assert_ptr_equal(gs_spec_find(spec, "iris-classifier"), a);
@@ -118,6 +120,8 @@ static const struct {
         { "[{name: a, image: x, compute: {gpu: 0.5}}]", 500 },
         { "%YAML 1.1\n---\n- name: a\n  command:\n    - x\n  compute:\n    gpu: 1m\n...\n", 1 },
         { "- name: a0-b\n  command: [x]\n  compute: {gpu: 999m, policy: share}\n", 999 },
+        { "- {name: a, command: [x], compute: {gpu: 300m, overuse: kill}}", 300 },
+        { "- {name: a, command: [x], compute: {gpu: 300m, overuse: \"report\"}}", 300 },
         { "\xef\xbb\xbf- {name: a, command: [x], compute: {gpu: 2}}", 2000 }, /* UTF-8 BOM */
         { "- name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
           "  command: [x]\n  compute: {gpu: 64}\n", 64000 },
@@ -168,7 +172,7 @@ static const struct {
         { "- !foo {name: a}\n", "YAML tags (!foo)" },
         /* keys */
         { API GPU_OK "  comand: [x]\n", "apis.yaml:4: a: unknown key \"comand\"; accepted keys: name, command, image, port, replicas, env, compute" },
-        { API "  compute: {gpus: 1}\n", "apis.yaml:3: a: unknown key \"compute.gpus\"; accepted keys: gpu, gpu_memory, cpu, mem, policy" },
+        { API "  compute: {gpus: 1}\n", "apis.yaml:3: a: unknown key \"compute.gpus\"; accepted keys: gpu, gpu_memory, cpu, mem, policy, overuse" },
         { API GPU_OK "  name: b\n", "apis.yaml:4: a: name: given twice" },
         { API "  compute: {gpu: 1, gpu: 2}\n", "apis.yaml:3: a: compute.gpu: given twice" },
         { "- ? [k]\n  : v\n", "API #1: keys must be plain words, got a list" },
@@ -234,6 +238,11 @@ static const struct {
         { API "  compute: {gpu: 300m, mem: 16Ei}\n", "compute.mem: \"16Ei\" is not a valid memory quantity (it is larger than 16Ei)" },
         { API "  compute: {gpu: 300m, cpu: 0.0001}\n", "compute.cpu: \"0.0001\" is not a valid CPU quantity (finer than 1m" },
         { API "  compute: {gpu: 300m, policy: fair}\n", "compute.policy: \"fair\" is not a policy: use share" },
+        { API "  compute: {gpu: 300m, overuse: stop}\n", "apis.yaml:3: a: compute.overuse: \"stop\" is not an over-use policy: use one of report, kill, evict" },
+        { API "  compute: {gpu: 300m, overuse: default}\n", "compute.overuse: \"default\" is not an over-use policy" },
+        { API "  compute: {gpu: 300m, overuse: Kill}\n", "compute.overuse: \"Kill\" is not an over-use policy" },
+        { API "  compute: {gpu: 300m, overuse: [kill]}\n", "compute.overuse: expected a value such as kill, got a list" },
+        { API "  compute: {gpu: 300m, overuse: kill, overuse: report}\n", "overuse" },
         { API "  compute:\n    gpu: 1\n    gpu_memory: 6Gi\n", "apis.yaml:5: a: compute.gpu_memory: only for slices below one GPU" },
         { API "  compute: {gpu: 2, policy: cap}\n", "compute.policy: only for slices below one GPU" },
 };
