@@ -114,6 +114,9 @@ struct daemon {
         struct daemon_thread dra_thread;      /* --dra */
         struct wd_state *wd;                  /* watchdog.c; NULL when off */
         struct events *events;                /* events.c: the watchdog's events */
+        struct evictions *evictions;          /* evictions.h: set before the watchdog
+                                               * starts when the API server is reachable */
+        struct daemon_thread evict_thread;    /* gpusliced's evictor */
         const char *metrics_listen;           /* --metrics-listen ADDR:PORT; NULL: off */
         struct node_http *metrics;            /* metrics.c; NULL when off */
 };

@@ -313,7 +313,9 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
         int64_t c0 = cpu_us();
         w->gen++;
         w->n_killed = 0;
+        w->now_ms = now_ms;
         snapshot_slices(d, w);
+        wd_evictions_poll(w);
         const struct gs_inventory *inv = &d->node->inv;
         size_t n_gpus = 0;
         for (unsigned i = 0; i < inv->n_gpus && i < GS_MAX_GPUS; i++) {
@@ -409,10 +411,12 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
                 free(w);
                 return gs_error_set(err, -ENOMEM, "out of memory for the watchdog");
         }
-        if (a->policy == GS_OVERUSE_EVICT)
+        w->node = d->node;
+        w->evictions = d->evictions;
+        if (a->policy == GS_OVERUSE_EVICT && !d->evictions)
                 gs_log_warn("watchdog: --overuse-policy evict: the daemon has no API-server "
-                            "access yet; offenders are killed instead (their pods' kubelets "
-                            "restart and count them)");
+                            "access (it needs --kubelet or --dra, and --kubeconfig or a service "
+                            "account); offenders are killed instead");
         d->wd = w;
         r = node_loop_add_tick(&d->loop, wd_tick, d);
         if (r < 0) {

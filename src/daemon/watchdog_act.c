@@ -83,10 +83,153 @@ static const char *why_of(const struct wd_state *w, const struct gs_wd_snapshot 
         return "";
 }
 
-void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap,
-                const struct gs_wd_verdict *v)
+static struct wd_evicting *evicting_of(struct wd_state *w, const char *slice)
 {
-        bool kill_policy = w->a.policy != GS_OVERUSE_REPORT;
+        for (size_t i = 0; i < w->n_evicting; i++)
+                if (strcmp(w->evicting[i].slice, slice) == 0)
+                        return &w->evicting[i];
+        return NULL;
+}
+
+static void evicting_drop(struct wd_state *w, struct wd_evicting *x)
+{
+        evictions_forget(w->evictions, x->slice);
+        *x = w->evicting[--w->n_evicting];
+}
+
+void wd_evictions_poll(struct wd_state *w)
+{
+        for (size_t i = 0; i < w->n_evicting;) {
+                struct wd_evicting *x = &w->evicting[i];
+                if (wd_slice_index(w, x->slice) < 0) {
+                        evicting_drop(w, x); /* its pod is gone and its slice with it */
+                        continue;
+                }
+                i++;
+                char said[EVICT_MSG_MAX];
+                enum evict_state st = evictions_state(w->evictions, x->slice, said);
+                if (x->reported || (st != EVICT_DONE && st != EVICT_FAILED))
+                        continue;
+                char msg[EVENTS_LINE_MAX];
+                struct event_fields f = { .reason = gs_wd_reason_name(x->reason),
+                                          .slice = x->slice,
+                                          .gpu = x->gpu,
+                                          .msg = msg };
+                if (st == EVICT_DONE) {
+                        f.action = "evicted";
+                        x->done_ms = w->now_ms ? w->now_ms : 1;
+                        snprintf(msg, sizeof(msg), "slice %s: %s (the kubelet now stops it)",
+                                 x->slice, said);
+                } else {
+                        f.action = "evict_failed";
+                        snprintf(msg, sizeof(msg), "slice %s: %s; its processes are killed "
+                                 "instead while the over-use holds", x->slice, said);
+                }
+                x->reported = true;
+                events_add(w->ev, &f);
+        }
+}
+
+/* Whom to evict for pod slice `id`: 0 and *r, or -ENOENT when neither its
+ * pod nor its claim is known (msg says so). */
+static int evict_request_of(struct wd_state *w, const char *id, struct evict_request *r)
+{
+        *r = (struct evict_request){ 0 };
+        snprintf(r->slice, sizeof(r->slice), "%s", id);
+        struct node_pod pod;
+        bool have = node_pod_locked(w->node, id, &pod) == 0;
+        if (have) {
+                snprintf(r->pod_ns, sizeof(r->pod_ns), "%s", pod.ns);
+                snprintf(r->pod_name, sizeof(r->pod_name), "%s", pod.name);
+                snprintf(r->pod_uid, sizeof(r->pod_uid), "%s", pod.uid);
+        }
+        const struct gs_slice *s = gs_ledger_find(&w->node->ledger, id);
+        if (s && s->kind == GS_SLICE_DRA && s->claim.ns[0] && s->claim.name[0]) {
+                snprintf(r->claim_ns, sizeof(r->claim_ns), "%s", s->claim.ns);
+                snprintf(r->claim_name, sizeof(r->claim_name), "%s", s->claim.name);
+                snprintf(r->claim_uid, sizeof(r->claim_uid), "%s", s->claim.uid);
+                have = true;
+        }
+        return have ? 0 : -ENOENT;
+}
+
+/* Policy evict, on an actionable verdict of a pod slice: ask for the
+ * pod's eviction once, then wait for it. Returns true when the verdict is
+ * handled (an eviction asked or in hand), false when its processes are to
+ * be killed instead, with why in `fallback`. */
+static bool evict_slice(struct wd_state *w, const struct gs_wd_verdict *v, char *fallback,
+                        size_t size)
+{
+        if (!w->evictions) {
+                snprintf(fallback, size, "evict falls back to kill: the daemon has no "
+                         "API-server access");
+                return false;
+        }
+        struct wd_evicting *x = evicting_of(w, v->slice);
+        if (x) {
+                char said[EVICT_MSG_MAX];
+                enum evict_state st = evictions_state(w->evictions, v->slice, said);
+                if (st == EVICT_PENDING)
+                        return true;
+                if (st == EVICT_DONE && w->now_ms - x->done_ms < WD_EVICT_WAIT_MS)
+                        return true;
+                if (st == EVICT_DONE)
+                        snprintf(fallback, size, "evicted %" PRId64 " s ago and still over "
+                                 "its limits", (w->now_ms - x->done_ms) / 1000);
+                else
+                        snprintf(fallback, size, "the eviction failed: %s", said);
+                evicting_drop(w, x); /* asked again if it over-uses after the kill */
+                return false;
+        }
+        struct evict_request r;
+        if (evict_request_of(w, v->slice, &r) < 0) {
+                snprintf(fallback, size, "evict falls back to kill: no pod is known for slice "
+                         "%s yet", v->slice);
+                return false;
+        }
+        if (w->n_evicting == EVICTIONS_MAX || evictions_submit(w->evictions, &r) < 0) {
+                snprintf(fallback, size, "evict falls back to kill: %d evictions in hand "
+                         "already", EVICTIONS_MAX);
+                return false;
+        }
+        x = &w->evicting[w->n_evicting++];
+        *x = (struct wd_evicting){ .reason = v->reason, .asked_ms = w->now_ms };
+        snprintf(x->slice, sizeof(x->slice), "%s", v->slice);
+        snprintf(x->gpu, sizeof(x->gpu), "%s", v->gpu);
+        char msg[EVENTS_LINE_MAX];
+        if (r.pod_name[0])
+                snprintf(msg, sizeof(msg), "%.300s: evicting pod %s/%s", v->msg, r.pod_ns,
+                         r.pod_name);
+        else
+                snprintf(msg, sizeof(msg), "%.290s: evicting the pods of claim %s/%s", v->msg,
+                         r.claim_ns, r.claim_name);
+        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
+                                  .action = "evicting",
+                                  .pid = (pid_t)v->pid,
+                                  .slice = v->slice,
+                                  .gpu = v->gpu,
+                                  .used = v->used ? v->used : v->slice_used,
+                                  .cap = v->cap,
+                                  .books = v->books,
+                                  .util_milli = v->util_milli,
+                                  .share_milli = v->share_milli,
+                                  .msg = msg };
+        events_add(w->ev, &f);
+        return true;
+}
+
+/* The policy for verdict v: its slice's own, else the daemon's. */
+static enum gs_overuse_policy policy_of(const struct wd_state *w, const struct gs_wd_verdict *v)
+{
+        int k = v->slice[0] ? wd_slice_index(w, v->slice) : -1;
+        return gs_overuse_policy_effective(k >= 0 ? w->slices[k].overuse : GS_OVERUSE_DEFAULT,
+                                           w->a.policy);
+}
+
+void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct gs_wd_verdict *v)
+{
+        enum gs_overuse_policy policy = policy_of(w, v);
+        bool kill_policy = policy != GS_OVERUSE_REPORT;
         bool unsliced = v->reason == GS_WD_UNSLICED;
         bool killable = kill_policy && (!unsliced || w->a.kill_unsliced);
         if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
@@ -110,10 +253,19 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap,
                 events_add(w->ev, &f);
                 return;
         }
+        int k = unsliced ? -1 : wd_slice_index(w, v->slice);
+        char fallback[EVICT_MSG_MAX + 64] = "";
+        bool pod = k >= 0 && w->slices[k].kind != GS_SLICE_LOCAL;
+        if (killable && policy == GS_OVERUSE_EVICT && pod &&
+            evict_slice(w, v, fallback, sizeof(fallback)))
+                return;
+        if (killable && policy == GS_OVERUSE_EVICT && !pod && !fallback[0])
+                snprintf(fallback, sizeof(fallback), "evict falls back to kill: %s",
+                         unsliced ? "a process in no slice has no pod" : "a local slice has no pod");
         int r = 0;
         if (killable)
-                r = kill_verdict(w, snap, v, unsliced ? -1 : wd_slice_index(w, v->slice));
-        if (!v->became_actionable)
+                r = kill_verdict(w, snap, v, k);
+        if (!v->became_actionable && !(fallback[0] && r > 0))
                 return;
         if (!kill_policy) {
                 f.action = "reported";
@@ -126,10 +278,8 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap,
                          v->msg, *why ? ": " : "", why);
         } else if (r > 0) {
                 f.action = "killed";
-                snprintf(msg, sizeof(msg), "%s: SIGKILL%s", v->msg,
-                         w->a.policy == GS_OVERUSE_EVICT ? " (evict falls back to kill: no API-server "
-                                                   "access)"
-                                                 : "");
+                snprintf(msg, sizeof(msg), "%s: SIGKILL%s%s%s", v->msg, fallback[0] ? " (" : "",
+                         fallback, fallback[0] ? ")" : "");
         } else {
                 f.action = "kill_failed";
                 snprintf(msg, sizeof(msg), "%s: not killed: %s", v->msg,

@@ -8,6 +8,8 @@
 #include <gpuslice/slice_state.h>
 
 #include "events.h"
+#include "evictions.h"
+#include "node.h"
 #include "nvml.h"
 #include "watchdog.h"
 #include "watchdog_daemon.h"
@@ -36,8 +38,28 @@ struct seen {
         uint64_t last; /* sample number it was last listed by NVML */
 };
 
+/* An eviction the watchdog asked for (policy evict), until its slice goes. */
+struct wd_evicting {
+        char slice[GS_SLICE_ID_MAX + 1];
+        enum gs_wd_reason reason;
+        char gpu[GS_GPU_UUID_MAX];
+        int64_t asked_ms;
+        int64_t done_ms; /* when it was seen accepted; 0: not yet */
+        bool reported;   /* its outcome is an event */
+};
+
+/* An evicted pod's processes still over-using this long after the
+ * eviction was accepted (the pod's default termination grace period, 30 s,
+ * and 10 s for the kubelet) are killed. */
+#define WD_EVICT_WAIT_MS 40000
+
 struct wd_state {
         struct wd_args a;
+        struct node *node;            /* the daemon's: pods of slices, claims */
+        struct evictions *evictions;  /* NULL: no API-server access (evict kills) */
+        int64_t now_ms;               /* this sample's */
+        struct wd_evicting evicting[EVICTIONS_MAX];
+        size_t n_evicting;
         struct gs_wd *rules;
         struct events *ev;
         int64_t next_ms;
@@ -80,5 +102,10 @@ int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size);
 /* Events for verdict v of snapshot snap, and the policy's action once it
  * is actionable. On the event loop, the node's lock held. */
 void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct gs_wd_verdict *v);
+
+/* Once per sample, after the slices' snapshot: an event for every
+ * eviction that ended since the last sample; forget those whose slice is
+ * gone. */
+void wd_evictions_poll(struct wd_state *w);
 
 #endif /* GS_DAEMON_WATCHDOG_INT_H */

@@ -26,4 +26,15 @@ int kubelet_run(struct daemon *d, int stop_fd, struct gs_error **err);
  * node's ResourceSlice. */
 int dra_run(struct daemon *d, int stop_fd, struct gs_error **err);
 
+/* The watchdog's evictions (evictor.c). Prepare: reach the API server
+ * (--kubeconfig, else the pod's service account) and set d->evictions;
+ * 1 when it can, 0 when not (logged: policy evict then kills). Before the
+ * watchdog starts. */
+int evictor_prepare(struct daemon *d);
+/* The evictor's thread: evict what the watchdog asks until stop_fd is
+ * readable; returns 0. */
+int evictor_run(struct daemon *d, int stop_fd, struct gs_error **err);
+/* After the thread and the watchdog have stopped: free what prepare made. */
+void evictor_done(struct daemon *d);
+
 #endif /* GS_GPUSLICED_FRONTENDS_H */

@@ -73,7 +73,7 @@ static const char usage_text[] =
         "                      IPV4:PORT or [IPV6]:PORT, port 0 any free one (off)\n"
         "  --watch-interval MS the watchdog's sampling period (500; 0: off)\n"
         "  --overuse-policy P  what the watchdog does with an over-use: report (default),\n"
-        "                      kill, or evict (kills until API-server eviction is wired)\n"
+        "                      kill, or evict (pods: the Eviction API; else kill)\n"
         "  --overuse-grace MS  an over-use must hold this long before it is acted on (2000)\n"
         "  --kill-unsliced     kill GPU processes in no slice too (default: report them)\n"
         "  -h, --help          this text\n";
@@ -316,7 +316,10 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         if (!pods && (d->kube.cdi_kind || d->kube.shim_path))
                 return fprintf(stderr, "gpusliced: --cdi-kind and --shim need --kubelet or --dra\n"),
                        -EINVAL;
-        if (!d->dra.enabled && (d->dra.node_name || d->dra.kubeconfig || d->dra.cdi_dir ||
+        if (d->dra.kubeconfig && !pods)
+                return fprintf(stderr, "gpusliced: --kubeconfig needs --kubelet or --dra\n"),
+                       -EINVAL;
+        if (!d->dra.enabled && (d->dra.node_name || d->dra.cdi_dir ||
                                 d->dra.registry_dir || d->dra.plugin_dir))
                 return fprintf(stderr, "gpusliced: the DRA driver's options need --dra\n"),
                        -EINVAL;
@@ -448,6 +451,7 @@ int main(int argc, char **argv)
         d.loop.epfd = -1;
         daemon_thread_init(&d.kube_thread, "kubelet device plugin", kubelet_run);
         daemon_thread_init(&d.dra_thread, "DRA driver", dra_run);
+        daemon_thread_init(&d.evict_thread, "evictor", evictor_run);
         d.kube.release_grace_s = -1;
         static char program[] = "gpusliced";
         gs_log_set_sink(node_log_stderr, program);
@@ -468,6 +472,7 @@ int main(int argc, char **argv)
         if (r < 0)
                 return 1;
         struct gs_error *err = NULL;
+        bool evicting = (d.kube.enabled || d.dra.enabled) && evictor_prepare(&d) == 1;
         if (local_api_listen(&d, &err) < 0 || watchdog_start(&d, &wd_args, &err) < 0) {
                 gs_log_error("%s", gs_error_msg(err));
                 gs_error_free(err);
@@ -482,12 +487,14 @@ int main(int argc, char **argv)
         if (metrics_failed)
                 d.loop.stop = true;
         if ((d.kube.enabled && daemon_thread_start(&d, &d.kube_thread) < 0) ||
-            (d.dra.enabled && daemon_thread_start(&d, &d.dra_thread) < 0))
+            (d.dra.enabled && daemon_thread_start(&d, &d.dra_thread) < 0) ||
+            (evicting && daemon_thread_start(&d, &d.evict_thread) < 0))
                 d.loop.stop = true;
         node_loop_run(&d.loop);
         metrics_stop(&d);
         daemon_thread_stop(&d, &d.kube_thread);
         daemon_thread_stop(&d, &d.dra_thread);
+        daemon_thread_stop(&d, &d.evict_thread);
         node_lock(d.node);
         local_api_shutdown(&d);
         arbsrv_done(&d);
@@ -499,6 +506,7 @@ int main(int argc, char **argv)
                     n->ledger.n_slices == 1 ? "" : "s");
         slices_unfollow_all(&d);
         watchdog_stop(&d);
+        evictor_done(&d);
         nvml_close(d.nvml);
         node_unlock(d.node);
         close(d.sig.fd);

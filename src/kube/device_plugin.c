@@ -454,6 +454,23 @@ static struct holders *holders_free(struct holders *h)
         return NULL;
 }
 
+/* Remember the pod of "ns/pod/container" with slice id. */
+static void record_pod_locked(struct dp *d, const char *id, const char *holder)
+{
+        struct node_pod p = { 0 };
+        size_t ns = strcspn(holder, "/");
+        const char *pod = holder + ns + (holder[ns] == '/');
+        size_t name = strcspn(pod, "/");
+        const char *container = pod + name + (pod[name] == '/');
+        if (ns == 0 || ns >= sizeof(p.ns) || name == 0 || name >= sizeof(p.name) ||
+            strlen(container) >= sizeof(p.container))
+                return;
+        memcpy(p.ns, holder, ns);
+        memcpy(p.name, pod, name);
+        memcpy(p.container, container, strlen(container));
+        node_set_pod_locked(d->node, id, &p);
+}
+
 int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods, int64_t now)
 {
         struct kube_checkpoint cp = { 0 };
@@ -487,6 +504,8 @@ int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods,
                                 if (!cp_only || !x->holder[0])
                                         snprintf(x->holder, sizeof(x->holder), "%s", holder);
                         }
+                        if (!cp_only)
+                                record_pod_locked(d, s->id, holder);
                         /* Held by the checkpoint alone: an init container's
                          * slice, or a pod the kubelet forgot but has not
                          * written out yet (it writes on every allocation and

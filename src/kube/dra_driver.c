@@ -16,6 +16,7 @@
 #include "macro.h"
 #include "node_cdi.h"
 #include "node_edits.h"
+#include "pod_eviction.h"
 #include "quantity.h"
 
 struct dra_driver {
@@ -175,6 +176,8 @@ static int make_shares(struct dra_driver *d, const struct dra_claim *c,
                 snprintf(claim.request, sizeof(claim.request), "%.*s",
                          (int)strcspn(sh->request, "/"), sh->request);
                 snprintf(claim.share, sizeof(claim.share), "%s", sh->share_id);
+                snprintf(claim.ns, sizeof(claim.ns), "%s", c->ns);
+                snprintf(claim.name, sizeof(claim.name), "%s", c->name);
                 bool whole = sh->milli >= GS_MILLI_PER_GPU;
                 struct node_request req = { .kind = GS_SLICE_DRA,
                                             .milli = whole ? GS_MILLI_PER_GPU : (uint32_t)sh->milli,
@@ -192,6 +195,22 @@ static int make_shares(struct dra_driver *d, const struct dra_claim *c,
                 }
         }
         return 0;
+}
+
+/* Remember the pod a claim is reserved for (the first; the watchdog
+ * evicts through the claim when it has more) with each of its slices. */
+static void record_pod_locked(struct dra_driver *d, const char *claim_uid,
+                              const struct kube_pod_ref *pod)
+{
+        struct node_pod p = { 0 };
+        snprintf(p.ns, sizeof(p.ns), "%s", pod->ns);
+        snprintf(p.name, sizeof(p.name), "%s", pod->name);
+        snprintf(p.uid, sizeof(p.uid), "%s", pod->uid);
+        const struct gs_ledger *l = &d->node->ledger;
+        for (size_t i = 0; i < l->n_slices; i++)
+                if (l->slices[i].kind == GS_SLICE_DRA &&
+                    strcmp(l->slices[i].claim.uid, claim_uid) == 0)
+                        node_set_pod_locked(d->node, l->slices[i].id, &p);
 }
 
 static int op_prepare(void *ctx, const struct dra_claim *c, struct dra_device **ret,
@@ -215,11 +234,17 @@ static int op_prepare(void *ctx, const struct dra_claim *c, struct dra_device **
                 return gs_error_wrap(err, "claim %s/%s", c->ns, c->name);
         struct dra_claim_alloc a;
         r = dra_claim_parse_json(claim, c->uid, d->driver, d->node_name, &a, err);
+        struct kube_pod_ref pod;
+        struct gs_error *pod_err = NULL;
+        bool have_pod = r >= 0 && kube_claim_reserved_pods(claim, &pod, 1, &pod_err) > 0;
+        gs_error_free(pod_err);
         json_decref(claim);
         if (r < 0)
                 return gs_error_wrap(err, "claim %s/%s", c->ns, c->name);
         node_lock(d->node);
         r = make_shares(d, c, &a, err);
+        if (r >= 0 && have_pod)
+                record_pod_locked(d, c->uid, &pod);
         if (r >= 0 && (r = answer_recorded(d, c->uid, ret, ret_n, err)) == 0)
                 *ret_n = 0, *ret = NULL; /* nothing of ours in the claim */
         node_unlock(d->node);

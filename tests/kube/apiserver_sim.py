@@ -329,7 +329,7 @@ class ApiServerSim:
         self.log = []            # every request: method, path, query, status
         self.writes = []         # every write: method, path, body, status
         self.evictions = []      # (namespace, pod)
-        self.pdb_protected = set()
+        self.pdb_protected = {}  # (namespace, pod) -> evictions still refused (None: all)
         self.tls_failures = []
         self.internal_errors = []  # tracebacks of the stand-in's own failures
         self.token_file = os.path.join(workdir, "token")
@@ -496,10 +496,12 @@ class ApiServerSim:
                 obj["status"]["reservedFor"] = reserved_for
         return self._put_fixture(CLAIMS, namespace, obj)
 
-    def protect_pod(self, namespace, name):
-        """Evicting this pod answers 429, as a PodDisruptionBudget would."""
+    def protect_pod(self, namespace, name, times=None):
+        """Evicting this pod answers 429, as a PodDisruptionBudget that
+        allows no disruption now would: the next `times` attempts, or every
+        attempt when None."""
         with self.lock:
-            self.pdb_protected.add((namespace, name))
+            self.pdb_protected[(namespace, name)] = times
 
     def _put_fixture(self, k, namespace, obj):
         obj = dict(obj, apiVersion=k.api_version, kind=k.kind)
@@ -865,7 +867,18 @@ class ApiServerSim:
         hdrs = self._admit(EVICTION, obj, mode, warnings)
         if (ns, pod) not in self.store["pods"]:
             raise not_found(PODS.resource, PODS.group, pod)
-        if (ns, pod) in self.pdb_protected:
+        # A uid precondition (DeleteOptions) that names another pod: 409,
+        # as the registry's eviction REST checks it.
+        pre = (obj.get("deleteOptions") or {}).get("preconditions") or {}
+        have = self.store["pods"][(ns, pod)]["metadata"]["uid"]
+        if pre.get("uid") and pre["uid"] != have:
+            raise conflict(PODS.resource, PODS.group, pod,
+                           "Precondition failed: UID in precondition: %s, UID in object meta: %s"
+                           % (pre["uid"], have))
+        left = self.pdb_protected.get((ns, pod), 0)
+        if left is None or left > 0:
+            if left:
+                self.pdb_protected[(ns, pod)] = left - 1
             raise ApiError(429, "TooManyRequests",
                            "Cannot evict pod as it would violate the pod's disruption budget.",
                            {"causes": [{"reason": "DisruptionBudget", "message":

@@ -102,7 +102,7 @@ class Node:
         return self.slice()["spec"]["devices"][i]
 
     def claim(self, name, milli, memory=None, policy=None, device=None, share=True,
-              subrequest=None):
+              subrequest=None, reserved_for=None):
         """A claim the stand-in scheduler allocated on this node's GPU (with
         subrequest: from a firstAvailable list, that subrequest chosen)."""
         dev = device or self.device()["name"]
@@ -122,7 +122,8 @@ class Node:
         req = {"name": "gpu", "deviceClassName": DRIVER, "capacity": cap}
         if subrequest:
             req["subrequests"] = ["large", subrequest]
-        obj = self.api.put_claim("ml", name, [req], results=[res], config=config)
+        obj = self.api.put_claim("ml", name, [req], results=[res], config=config,
+                                 reserved_for=reserved_for)
         return ("ml", obj["metadata"]["uid"], name)
 
     def ledger(self):
@@ -139,9 +140,10 @@ class Node:
         with open(os.path.join(self.cdi, "gpuslice.io-%s.json" % name)) as f:
             return json.load(f)
 
-    def run_in(self, spec, argv, timeout=60):
+    def run_in(self, spec, argv, timeout=60, shim=True):
         """Run argv with the spec's container edits (env, mounts under
-        /run/gpuslice) and the shim preloaded."""
+        /run/gpuslice) and the shim preloaded (shim=False: a container whose
+        processes never load it)."""
         edits = spec["devices"][0]["containerEdits"]
         table = os.path.join(self.tmp, "mounts-%s" % uuid.uuid4().hex[:8])
         with open(table, "w") as f:
@@ -151,10 +153,11 @@ class Node:
                                             "ro" if "ro" in m["options"] else "rw"))
         env = dict(self.env)
         env.update(e.split("=", 1) for e in edits.get("env", []))
-        shim = os.path.join(BUILD, "src/shim/libgpuslice.so")
-        ldd = subprocess.run(["ldd", shim], capture_output=True, text=True).stdout
+        shim_path = os.path.join(BUILD, "src/shim/libgpuslice.so")
+        ldd = subprocess.run(["ldd", shim_path], capture_output=True, text=True).stdout
         asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
-        env.update(LD_PRELOAD=(asan.group(2) + ":" if asan else "") + shim,
+        env.update(LD_PRELOAD=((asan.group(2) + ":" if asan else "") + shim_path
+                               if shim else ""),
                    LD_LIBRARY_PATH=SIMLIB, GS_KERNELS_PTX=os.path.join(SIMLIB, "gs_kernels.ptx"))
         env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
         return subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
@@ -383,8 +386,87 @@ def t_bad_input(node):
     check(ls.returncode == 0, "the local API answers meanwhile: %s" % ls.stderr)
 
 
+def events(node):
+    out = subprocess.run([os.path.join(BUILD, "src/cli/gpuslice"), "events", "--json"],
+                         env=node.env, capture_output=True, text=True, timeout=20)
+    check(out.returncode == 0, "gpuslice events: %s" % out.stderr)
+    return json.loads(out.stdout)
+
+
+def hold(node, spec, nbytes, shim=True):
+    """A process of the claim's container holding nbytes of GPU memory."""
+    p = node.run_in(spec, [os.path.join(BUILD, "tests/daemon/gs_alloc_hold"), str(nbytes)],
+                    shim=shim)
+    line = p.stdout.readline().strip()
+    check(line == "ready", "the holder allocated: %r %s" % (line, p.poll()))
+    return p
+
+
+def t_evict(node):
+    """--overuse-policy evict: a pod whose container goes around the shim
+    (no preload) and holds 3 GiB on a 1 GiB claim is evicted through the
+    Eviction API (the stand-in answers 429 twice first, as a disruption
+    budget would, and the client retries); a neighbour on the same GPU is
+    never touched; a pod that a budget protects for good is not evictable,
+    so its processes are killed instead."""
+    pods = {n: node.api.put_pod("ml", n)["metadata"]["uid"] for n in ("hog", "good", "kept")}
+
+    def claim_for(name, pod, milli, memory):
+        return node.claim(name, milli, memory,
+                          reserved_for=[{"resource": "pods", "name": pod, "uid": pods[pod]}])
+
+    def spec(c):
+        d = prepared(node, [c])[c[1]][0]
+        return node.spec_of(d.cdi_device_ids[0])
+
+    good = claim_for("good-claim", "good", 300, 2 * GIB)
+    hog = claim_for("hog-claim", "hog", 200, GIB)
+    neighbour = hold(node, spec(good), GIB)
+    node.api.protect_pod("ml", "hog", times=2)
+    t0 = time.monotonic()
+    hog_p = hold(node, spec(hog), 3 * GIB, shim=False)
+    wait_for(lambda: ("ml", "hog") in node.api.evictions, 20, "the hog pod evicted")
+    latency = time.monotonic() - t0
+    posts = node.api.count("/api/v1/namespaces/ml/pods/hog/eviction")
+    print("eviction %.2f s after the over-use started, %d POSTs (two 429s)" % (latency, posts))
+    check(posts == 3, "429, 429, then 201: %d eviction POSTs" % posts)
+    check(node.api.evictions == [("ml", "hog")], "only the hog: %s" % node.api.evictions)
+    # The eviction was accepted: the kubelet stops the pod in its grace
+    # period; the watchdog does not kill it meanwhile.
+    time.sleep(2)
+    check(hog_p.poll() is None, "not killed while its eviction runs: %s" % hog_p.poll())
+    ev = [e for e in events(node) if e.get("action") in ("evicting", "evicted")]
+    check({e["action"] for e in ev} == {"evicting", "evicted"}, "events: %s" % ev)
+    check(all("hog" in e["msg"] for e in ev), "the events name the pod: %s" % ev)
+    # The kubelet's part: the container is stopped, the claim unprepared.
+    hog_p.kill()
+    hog_p.wait()
+    check(not node.kubelet.unprepare_pod([hog]), "hog unprepared")
+    check(neighbour.poll() is None, "the neighbour still runs")
+    used = sum(q["used_bytes"] for q in node.smi()["processes"]
+               if q["pid"] == neighbour.pid and q["alive"])
+    check(used >= GIB, "the neighbour keeps its memory (ground truth): %d bytes" % used)
+    # A budget that never allows it: the eviction fails, the processes die.
+    kept = claim_for("kept-claim", "kept", 200, GIB)
+    node.api.protect_pod("ml", "kept")
+    kept_p = hold(node, spec(kept), 3 * GIB, shim=False)
+    try:
+        kept_p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("a pod its budget protects was neither evicted nor killed")
+    check(kept_p.returncode in (-9, 137), "SIGKILL: %s" % kept_p.returncode)
+    check(("ml", "kept") not in node.api.evictions, "not evicted")
+    acts = [e["action"] for e in events(node) if "kept" in e.get("msg", "") or
+            e.get("action") == "killed"]
+    check("evict_failed" in acts and "killed" in acts, "events: %s" % acts)
+    check(neighbour.poll() is None, "the neighbour still runs")
+    neighbour.kill()
+    neighbour.wait()
+
+
 SCENARIOS = {"slice": t_slice, "three_claims": t_three_claims, "restart": t_restart,
-             "overcommit": t_overcommit, "bad_input": t_bad_input}
+             "overcommit": t_overcommit, "bad_input": t_bad_input, "evict": t_evict}
+EXTRA = {"evict": ["--overuse-policy", "evict", "--overuse-grace", "1000"]}
 
 
 def main():
@@ -397,7 +479,7 @@ def main():
     if probe.returncode != 0:
         print("SKIP: unshare -m is not permitted here")
         sys.exit(77)
-    node = Node()
+    node = Node(extra=EXTRA.get(sys.argv[1], ()))
     ok = False
     try:
         try:
