@@ -409,7 +409,8 @@ def t_evict(node):
     budget would, and the client retries); a neighbour on the same GPU is
     never touched; a pod that a budget protects for good is not evictable,
     so its processes are killed instead."""
-    pods = {n: node.api.put_pod("ml", n)["metadata"]["uid"] for n in ("hog", "good", "kept")}
+    pods = {n: node.api.put_pod("ml", n)["metadata"]["uid"]
+            for n in ("hog", "good", "kept", "late")}
 
     def claim_for(name, pod, milli, memory):
         return node.claim(name, milli, memory,
@@ -462,6 +463,20 @@ def t_evict(node):
     check(neighbour.poll() is None, "the neighbour still runs")
     neighbour.kill()
     neighbour.wait()
+    # After a restart the driver knows a claim (the ledger keeps its
+    # namespace and name) but not its pod: it finds the pod through the
+    # claim's reservedFor.
+    late = claim_for("late-claim", "late", 200, GIB)
+    prepared(node, [late])
+    node.kill9()
+    node.start_daemon()
+    node.kubelet.prepared.clear()
+    late_p = hold(node, spec(late), 3 * GIB, shim=False)
+    wait_for(lambda: ("ml", "late") in node.api.evictions, 20, "the late pod evicted")
+    msgs = [e["msg"] for e in events(node) if e.get("action") == "evicting"]
+    check(any("claim ml/late-claim" in m for m in msgs), "through its claim: %s" % msgs)
+    late_p.kill()
+    late_p.wait()
 
 
 SCENARIOS = {"slice": t_slice, "three_claims": t_three_claims, "restart": t_restart,

@@ -521,6 +521,40 @@ static void resize_share(void **state)
         t_env_free(e);
 }
 
+/* The pod of a pod slice: recorded by a front-end, read back, refused for
+ * a local slice or a malformed pod, and forgotten with the slice. */
+static void pod_of_slice(void **state)
+{
+        (void)state;
+        struct t_env *e = t_env_new(1, T_SHIM, T_SOCK, T_CDI);
+        struct node_request kube = t_kube(300, "0.0-299");
+        struct gs_slice k = t_prepare(e, &kube);
+        struct node_request local = t_local(200);
+        struct gs_slice l = t_prepare(e, &local);
+        struct node_pod p = { .ns = "ml", .name = "serve-7f9", .container = "model" }, got;
+        node_lock(e->node);
+        assert_int_equal(node_pod_locked(e->node, k.id, &got), -ENOENT);
+        assert_int_equal(node_set_pod_locked(e->node, k.id, &p), 0);
+        assert_int_equal(node_pod_locked(e->node, k.id, &got), 0);
+        assert_string_equal(got.ns, "ml");
+        assert_string_equal(got.name, "serve-7f9");
+        assert_string_equal(got.container, "model");
+        snprintf(p.container, sizeof(p.container), "%s", "sidecar");
+        assert_int_equal(node_set_pod_locked(e->node, k.id, &p), 0); /* replaced */
+        assert_int_equal(node_pod_locked(e->node, k.id, &got), 0);
+        assert_string_equal(got.container, "sidecar");
+        assert_int_equal(node_set_pod_locked(e->node, l.id, &p), -ENOENT); /* local: no pod */
+        assert_int_equal(node_set_pod_locked(e->node, "k8s-99", &p), -ENOENT);
+        struct node_pod bad = { .ns = "", .name = "x" };
+        assert_int_equal(node_set_pod_locked(e->node, k.id, &bad), -EINVAL);
+        memset(bad.ns, 'a', sizeof(bad.ns)); /* unterminated */
+        assert_int_equal(node_set_pod_locked(e->node, k.id, &bad), -EINVAL);
+        assert_int_equal(node_slice_release_locked(e->node, k.id, "test"), 0);
+        assert_int_equal(node_pod_locked(e->node, k.id, &got), -ENOENT);
+        node_unlock(e->node);
+        t_env_free(e);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -534,6 +568,7 @@ int main(void)
                 cmocka_unit_test_teardown(placement_policy, t_teardown),
                 cmocka_unit_test_teardown(ids_never_reused, t_teardown),
                 cmocka_unit_test_teardown(observer_told_once, t_teardown),
+                cmocka_unit_test_teardown(pod_of_slice, t_teardown),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
