@@ -81,6 +81,40 @@ static void set_pending(struct gs_arbiter *a, struct gs_arb_slice *s, bool pendi
         s->pending = pending;
 }
 
+/* The slice holds a lease (one that may start ahead, when pipelined). */
+static bool holding(const struct gs_arbiter *a, int slot)
+{
+        return a->holder == slot && a->state == GS_ARB_GRANTED;
+}
+
+/* Waiting for a lease: from t, unless it waits already. */
+static void wait_start(struct gs_arb_slice *s, uint64_t t)
+{
+        if (s->wait_since == GS_ARB_NEVER)
+                s->wait_since = t;
+}
+
+/* No longer waiting at t (a lease starts then, or it went idle). */
+static void wait_stop(struct gs_arb_slice *s, uint64_t t)
+{
+        if (s->wait_since == GS_ARB_NEVER)
+                return;
+        if (t > s->wait_since)
+                s->wait_ns += t - s->wait_since;
+        s->wait_since = GS_ARB_NEVER;
+}
+
+/* After a report or a request changed whether slot has work: it waits
+ * while it has work and no lease. */
+static void wait_track(struct gs_arbiter *a, int slot, uint64_t t)
+{
+        struct gs_arb_slice *s = &a->s[slot];
+        if (!s->pending)
+                wait_stop(s, t);
+        else if (!holding(a, slot))
+                wait_start(s, t);
+}
+
 /* Charge (delta > 0) or refund (delta < 0) device time to a slice. */
 static void charge(struct gs_arb_slice *s, int64_t delta)
 {
@@ -219,6 +253,7 @@ int gs_arbiter_slice_join(struct gs_arbiter *a, uint32_t milli, enum gs_compute_
                 s->policy = policy;
                 s->vtime = a->vclock;
                 s->tail_ns = s->tail_hi_ns = GS_ARB_NEVER;
+                s->wait_since = GS_ARB_NEVER;
                 s->cap_credit_ns = (int64_t)cap_burst(a, s);
                 s->cap_stamp_ns = GS_MAX(now, a->last_now);
                 a->n_slices++;
@@ -303,6 +338,7 @@ int gs_arbiter_want(struct gs_arbiter *a, int slot, uint64_t now)
         /* Even when it was pending already (a report said so, or a WANT
          * crossed a hand-off), a waiting slice takes the GPU back. */
         reclaim(a, slot, now, true);
+        wait_track(a, slot, GS_MAX(now, a->last_now));
         return 0;
 }
 
@@ -311,6 +347,7 @@ int gs_arbiter_idle(struct gs_arbiter *a, int slot, uint64_t now)
         if (!slot_ok(a, slot))
                 return -ENOENT;
         set_pending(a, &a->s[slot], false, now);
+        wait_stop(&a->s[slot], GS_MAX(now, a->last_now));
         if (a->holder == slot && a->state == GS_ARB_GRANTED && a->grant_until > now)
                 a->grant_until = GS_MAX(now, a->grant_start); /* ends at the next call */
         return 0;
@@ -351,6 +388,7 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
         bool late = s->late && s->hold_gen == gen;
         if (!current && !late) {
                 set_pending(a, s, still_pending, now);
+                wait_track(a, slot, GS_MAX(now, a->last_now));
                 return -ESTALE;
         }
         uint64_t t = GS_MAX(now, a->last_now);
@@ -382,7 +420,19 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
          * whoever holds it now, as a WANT would. */
         if (still_pending)
                 reclaim(a, slot, GS_MAX(now, a->last_now), false);
+        wait_track(a, slot, t);
         return 0;
+}
+
+uint64_t gs_arbiter_wait_ns(const struct gs_arbiter *a, int slot, uint64_t now)
+{
+        if (!slot_ok(a, slot))
+                return 0;
+        const struct gs_arb_slice *s = &a->s[slot];
+        uint64_t w = s->wait_ns;
+        if (s->wait_since != GS_ARB_NEVER && now > s->wait_since)
+                w += now - s->wait_since;
+        return w;
 }
 
 static void decide_granted(struct gs_arbiter *a, struct gs_arb_decision *ret, bool fresh)
@@ -423,6 +473,7 @@ static void begin_hold(struct gs_arbiter *a, int slot, uint64_t start, uint64_t 
         s->hold_issued = now;
         s->provisional_ns = 0;
         s->grants++;
+        wait_stop(s, start);
 }
 
 /* The holder's lease ends at grant_until (at most lead_ns from now): charge

@@ -113,6 +113,9 @@ struct gs_arb_slice {
         uint64_t charged_ns;     /* total device time charged (metrics) */
         uint64_t grants;         /* holds begun (metrics) */
         uint64_t debt_ns;        /* total overrun beyond the provisional charge */
+        uint64_t wait_ns;        /* total time waited for a lease (metrics; see
+                                  * gs_arbiter_wait_ns) */
+        uint64_t wait_since;     /* waiting since then; GS_ARB_NEVER: not waiting */
         uint64_t tail_ns;        /* last hold's overrun; GS_ARB_NEVER: none seen */
         uint64_t tail_hi_ns;     /* decaying high-water mark of tail_ns (same NEVER) */
 };
@@ -181,6 +184,19 @@ int gs_arbiter_idle(struct gs_arbiter *a, int slot, uint64_t now);
  * or -ESTALE. */
 int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_ns,
                     bool still_pending, uint64_t now);
+
+/* The time slice `slot` has waited for the GPU since it joined, up to
+ * `now` (ns): the time it had work waiting (a WANT: a thread is held at
+ * the gate; or a report saying so) and no lease. Counted from that WANT or
+ * report to the start of the lease it is granted next (a pipelined lease
+ * that starts ahead counts up to its start), or to an IDLE. Throttling of
+ * a `cap` slice without credit counts. Not counted: a former holder's
+ * drain after its lease ended until its report or a WANT, and whatever the
+ * shim holds back within a lease (its queued-work bound). A WANT during
+ * the slice's own drain counts, so the wait may overlap its queued work
+ * still running on the device (wait + device time can exceed wall time).
+ * 0 for a slot not in use. Pure: `now` is the caller's clock. */
+uint64_t gs_arbiter_wait_ns(const struct gs_arbiter *a, int slot, uint64_t now);
 
 /* Decide who holds the GPU at `now` (which must not go backwards; a smaller
  * value is treated as the last one seen). Expires, renews and hands off

@@ -312,6 +312,7 @@ static void beat(struct daemon *d, uint64_t now)
                 lease_page_beat(&m->page, now);
                 m->s_t[m->s_pos] = now;
                 m->s_c[m->s_pos] = srv->gpus[m->gpu].a.s[m->slot].charged_ns;
+                m->s_w[m->s_pos] = gs_arbiter_wait_ns(&srv->gpus[m->gpu].a, m->slot, now);
                 m->s_pos = (m->s_pos + 1) % ARB_SAMPLES;
                 if (m->s_n < ARB_SAMPLES)
                         m->s_n++;
@@ -564,27 +565,49 @@ void arbsrv_slice_removed(struct daemon *d, const char *id)
         }
 }
 
-/* m's measured share of its GPU over the last second of samples, in
- * milli; -1 before two samples. */
-static int measured_milli(const struct arb_member *m)
+/* How much counter c (samples of m, one per beat) grew over the last
+ * second of samples, per wall time, in milli; -1 before two samples. */
+static int per_second_milli(const struct arb_member *m, const uint64_t *c)
 {
         if (m->s_n < 2)
                 return -1;
         unsigned newest = (m->s_pos + ARB_SAMPLES - 1) % ARB_SAMPLES;
         unsigned oldest = m->s_n < ARB_SAMPLES ? 0 : m->s_pos;
         uint64_t dt = m->s_t[newest] - m->s_t[oldest];
-        uint64_t dc = m->s_c[newest] > m->s_c[oldest] ? m->s_c[newest] - m->s_c[oldest] : 0;
+        uint64_t dc = c[newest] > c[oldest] ? c[newest] - c[oldest] : 0;
         if (!dt)
                 return -1;
         return (int)GS_MIN(dc * 1000u / dt, 1000u);
 }
 
+/* m's measured share of its GPU over the last second, in milli. */
+static int measured_milli(const struct arb_member *m)
+{
+        return per_second_milli(m, m->s_c);
+}
+
+/* The part of the last second m waited for a lease, in milli. */
+static int wait_milli(const struct arb_member *m)
+{
+        return per_second_milli(m, m->s_w);
+}
+
+static uint64_t wait_total(const struct arbsrv *srv, const struct arb_member *m)
+{
+        return gs_arbiter_wait_ns(&srv->gpus[m->gpu].a, m->slot, now_ns());
+}
+
 void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b)
 {
         const struct arb_member *m = d->arb ? member_find(d->arb, id) : NULL;
-        int milli = m ? measured_milli(m) : -1;
+        if (!m)
+                return;
+        int milli = measured_milli(m), wait = wait_milli(m);
         if (milli >= 0)
                 gs_proto_builder_add(b, "slice_gpu_time", "%d", milli);
+        if (wait >= 0)
+                gs_proto_builder_add(b, "slice_gate_wait", "%d", wait);
+        gs_proto_builder_add(b, "slice_gate_wait_ns", "%" PRIu64, wait_total(d->arb, m));
 }
 
 bool arbsrv_slice_stats(const struct daemon *d, const char *id, struct arbsrv_stats *ret)
@@ -595,7 +618,9 @@ bool arbsrv_slice_stats(const struct daemon *d, const char *id, struct arbsrv_st
         const struct gs_arb_slice *as = &d->arb->gpus[m->gpu].a.s[m->slot];
         *ret = (struct arbsrv_stats){ .charged_ns = as->charged_ns,
                                       .leases = as->grants,
-                                      .measured_milli = measured_milli(m) };
+                                      .wait_ns = wait_total(d->arb, m),
+                                      .measured_milli = measured_milli(m),
+                                      .wait_milli = wait_milli(m) };
         return true;
 }
 

@@ -53,9 +53,12 @@ bool arbsrv_is_gsar(const uint8_t *buf, size_t len);
  * (copied). */
 void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t *buf, size_t len);
 
-/* The slice's compute record for `gpuslice ls`: `slice_gpu_time`, its
- * measured share of its GPU over the last second in milli (from the
- * arbiter's charges), when the slice is a member. */
+/* The slice's compute record for `gpuslice ls` and `gpuslice top`, when
+ * the slice is a member: `slice_gpu_time`, its measured share of its GPU
+ * over the last second in milli (from the arbiter's charges);
+ * `slice_gate_wait`, the part of the last second it waited for a lease, in
+ * milli (both once a second of samples is there); `slice_gate_wait_ns`, the
+ * time it waited in all (gs_arbiter_wait_ns: what counts as waiting). */
 void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_builder *b);
 
 /* A slice's compute figures since it joined its GPU's arbiter (this run of
@@ -63,13 +66,17 @@ void arbsrv_add_record(const struct daemon *d, const char *id, struct gs_proto_b
 struct arbsrv_stats {
         uint64_t charged_ns; /* device time charged to it (its work's measured time) */
         uint64_t leases;     /* holds of the GPU it was granted */
+        uint64_t wait_ns;    /* time it waited for a lease (gs_arbiter_wait_ns) */
         int measured_milli;  /* its share of the GPU over the last second; -1 unknown */
+        int wait_milli;      /* the part of the last second it waited; -1 unknown */
 };
 
 /* Fill *ret for slice `id`: true, or false when it is no member (a whole-GPU
  * slice, or the service is not running). With the node's lock held. The
- * arbiter does not track time spent waiting for the gate (the shims do not
- * report it), so there is no such figure. */
+ * waiting time is the daemon's own measure (from a process's WANT to the
+ * lease it is granted), not the shims' word; a slice on its shim's local
+ * enforcement (no daemon connection, e.g. a pod whose processes cannot be
+ * mapped) waits where the daemon cannot see it, and shows none. */
 bool arbsrv_slice_stats(const struct daemon *d, const char *id, struct arbsrv_stats *ret);
 
 #endif /* GS_DAEMON_ARBITER_SERVER_H */

@@ -46,7 +46,9 @@ struct arb_member {
         bool hold_open;         /* a hold whose DONEs are awaited */
         bool hold_lost;         /* a process owing a DONE hung up */
         uint64_t hold_gen, hold_busy;
-        uint64_t s_t[ARB_SAMPLES], s_c[ARB_SAMPLES];
+        /* Samples every beat: time, charged device time, time waited for
+         * a lease (gs_arbiter_wait_ns), for the figures over a second. */
+        uint64_t s_t[ARB_SAMPLES], s_c[ARB_SAMPLES], s_w[ARB_SAMPLES];
         unsigned s_pos, s_n;
         bool seen;
 };

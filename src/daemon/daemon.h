@@ -151,6 +151,12 @@ int metrics_start(struct daemon *d);
 /* Stop serving; call it without the node's lock. No-op when off. */
 void metrics_stop(struct daemon *d);
 
+/* The text of one scrape (what /metrics serves, docs/metrics.md): takes
+ * the node's lock once, so call it without; any thread. 0 and *ret
+ * (malloc'd, the caller frees) with its length, or -ENOMEM, or the
+ * builder's error (-E2BIG past 8 MiB; logged). */
+int metrics_text(struct daemon *d, char **ret, size_t *len);
+
 /* ---- local_api.c ---- */
 
 /* Bind and listen on d->socket_path (refusing when another daemon answers

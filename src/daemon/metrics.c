@@ -1,11 +1,12 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's Prometheus endpoint (--metrics-listen): /metrics, served by
  * the node layer's bounded HTTP server in its own thread. A scrape takes the
- * node's lock once, copies what it needs (inventory, ledger, the arbiter's
- * figures, NVML's memory readings), lets the lock go, and formats the text
- * with core's builder (metrics.h). Every metric is described in
- * docs/metrics.md; names and labels join with NVIDIA's DCGM exporter
- * (`gpu`, `UUID`). */
+ * node's lock once, copies what it needs (inventory, ledger, pods, the
+ * arbiter's figures, the events' tallies), lets the lock go, asks NVML for
+ * its memory and utilisation readings, and formats the text with core's
+ * builder (metrics.h). Every metric is described in docs/metrics.md; names
+ * and labels join with NVIDIA's DCGM exporter (`gpu`, `UUID`, and
+ * `namespace`, `pod`, `container` for pod slices). */
 #include "daemon.h"
 
 #include <inttypes.h>
@@ -34,6 +35,8 @@ struct gpu_snap {
         uint64_t total;
         bool used_known;
         uint64_t used;
+        bool util_known;
+        unsigned util;  /* percent, NVML */
         struct gs_gpu_usage usage;
 };
 
@@ -53,6 +56,8 @@ struct slice_snap {
         pid_t pid;                      /* local slices: NVML's memory is asked by it */
         uint32_t milli;
         uint64_t memory_cap;
+        bool has_pod;                   /* a pod slice whose pod the node knows */
+        struct node_pod pod;
         unsigned n_gpus;
         struct slice_gpu_snap gpus[GS_SLICE_MAX_GPUS];
         bool arb_known;
@@ -103,10 +108,12 @@ static void snap_slice(const struct daemon *d, const struct gs_slice *s, struct 
                 og->nvml_index = s->gpus[g].index;
         }
         o->arb_known = arbsrv_slice_stats(d, s->id, &o->arb);
+        o->has_pod = gs_slice_in_container(s) && node_pod_locked(d->node, s->id, &o->pod) == 0;
 }
 
-/* NVML's memory figures of the snapshot, asked outside the node's lock (a
- * slow driver call stalls no front-end; these calls keep no state). */
+/* NVML's memory and utilisation figures of the snapshot, asked outside the
+ * node's lock (a slow driver call stalls no front-end; these calls keep no
+ * state). */
 static void read_nvml(struct daemon *d, struct snapshot *snap)
 {
         if (!d->nvml)
@@ -114,6 +121,7 @@ static void read_nvml(struct daemon *d, struct snapshot *snap)
         for (unsigned i = 0; i < snap->n_gpus; i++) {
                 struct gpu_snap *g = &snap->gpus[i];
                 g->used_known = nvml_gpu_memory_used(d->nvml, g->nvml_index, &g->used) == 0;
+                g->util_known = nvml_gpu_utilisation(d->nvml, g->nvml_index, &g->util) == 0;
         }
         for (size_t i = 0; i < snap->n_slices; i++) {
                 struct slice_snap *s = &snap->slices[i];
@@ -146,7 +154,7 @@ static int take_snapshot(struct daemon *d, struct snapshot *snap)
                 o->healthy = g->healthy;
                 o->total = g->memory_total;
                 o->nvml_index = g->index;
-                o->used_known = false; /* until read_nvml asks */
+                o->used_known = o->util_known = false; /* until read_nvml asks */
                 o->usage = usage[i];
         }
         snap->n_slices = 0;
@@ -175,17 +183,26 @@ static void gpu_labels(const struct gpu_snap *g, struct gs_metric_label l[3])
         l[2] = (struct gs_metric_label){ "model_name", g->name };
 }
 
-/* slice, name, kind, gpu, UUID (and policy when `policy`). */
+#define SLICE_LABELS 9
+
+/* slice, name, kind, gpu, UUID, the pod's namespace, pod and container
+ * (left out when unknown or empty: a local slice, a pod slice whose
+ * front-end has not said, a DRA slice held by the whole pod), and policy
+ * when `policy`. */
 static size_t slice_labels(const struct slice_snap *s, unsigned g, bool policy,
-                           struct gs_metric_label l[6])
+                           struct gs_metric_label l[SLICE_LABELS])
 {
+        const struct node_pod *p = s->has_pod ? &s->pod : NULL;
         l[0] = (struct gs_metric_label){ "slice", s->id };
         l[1] = (struct gs_metric_label){ "name", s->name[0] ? s->name : NULL };
         l[2] = (struct gs_metric_label){ "kind", s->kind };
         l[3] = (struct gs_metric_label){ "gpu", s->gpus[g].index };
         l[4] = (struct gs_metric_label){ "UUID", s->gpus[g].uuid };
-        l[5] = (struct gs_metric_label){ "policy", s->policy };
-        return policy ? 6 : 5;
+        l[5] = (struct gs_metric_label){ "namespace", p && p->ns[0] ? p->ns : NULL };
+        l[6] = (struct gs_metric_label){ "pod", p && p->name[0] ? p->name : NULL };
+        l[7] = (struct gs_metric_label){ "container", p && p->container[0] ? p->container : NULL };
+        l[8] = (struct gs_metric_label){ "policy", s->policy };
+        return policy ? 9 : 8;
 }
 
 static void format_daemon(struct gs_metrics *m, const struct snapshot *snap)
@@ -234,6 +251,15 @@ static void format_gpus(struct gs_metrics *m, const struct snapshot *snap)
                 gpu_labels(&snap->gpus[i], l);
                 gs_metrics_sample_u64(m, l, 2, snap->gpus[i].used);
         }
+        gs_metrics_family(m, "gpuslice_gpu_utilization_ratio", GS_METRIC_GAUGE,
+                          "Part of NVML's last sample period in which a kernel ran on the GPU "
+                          "(nvmlDeviceGetUtilizationRates), 0 to 1.");
+        for (unsigned i = 0; i < snap->n_gpus; i++) {
+                if (!snap->gpus[i].util_known)
+                        continue;
+                gpu_labels(&snap->gpus[i], l);
+                gs_metrics_sample(m, l, 2, snap->gpus[i].util / 100.0);
+        }
         gs_metrics_family(m, "gpuslice_gpu_slices", GS_METRIC_GAUGE,
                           "Slices placed on the GPU by the ledger.");
         for (unsigned i = 0; i < snap->n_gpus; i++) {
@@ -261,6 +287,7 @@ enum slice_fig {
         FIG_USED,
         FIG_GPU_TIME,
         FIG_LEASES,
+        FIG_WAIT,
         FIG_MEASURED,
 };
 
@@ -284,6 +311,9 @@ static const struct {
         [FIG_LEASES] = { "gpuslice_slice_leases_total", GS_METRIC_COUNTER,
                          "Leases of the GPU the compute arbiter granted the slice since the "
                          "daemon started." },
+        [FIG_WAIT] = { "gpuslice_slice_gate_wait_seconds_total", GS_METRIC_COUNTER,
+                       "Time the slice had work waiting for a lease of the GPU and none was "
+                       "granted, by the compute arbiter, since the daemon started." },
         [FIG_MEASURED] = { "gpuslice_slice_measured_share_milli", GS_METRIC_GAUGE,
                            "The slice's measured share of the GPU's time over the last second, "
                            "in thousandths (the arbiter's charges)." },
@@ -293,7 +323,7 @@ static const struct {
 static void slice_sample(struct gs_metrics *m, enum slice_fig f, const struct slice_snap *s,
                          unsigned g)
 {
-        struct gs_metric_label l[6];
+        struct gs_metric_label l[SLICE_LABELS];
         size_t n = slice_labels(s, g, f == FIG_INFO, l);
         switch (f) {
         case FIG_INFO:
@@ -317,6 +347,10 @@ static void slice_sample(struct gs_metrics *m, enum slice_fig f, const struct sl
         case FIG_LEASES:
                 if (s->arb_known)
                         gs_metrics_sample_u64(m, l, n, s->arb.leases);
+                break;
+        case FIG_WAIT:
+                if (s->arb_known)
+                        gs_metrics_sample(m, l, n, (double)s->arb.wait_ns / 1e9);
                 break;
         case FIG_MEASURED:
                 if (s->arb_known && s->arb.measured_milli >= 0)
@@ -352,9 +386,8 @@ static void format_overuse(struct gs_metrics *m, const struct snapshot *snap)
         }
 }
 
-static int metrics_body(void *ctx, char **body, size_t *len)
+int metrics_text(struct daemon *d, char **body, size_t *len)
 {
-        struct daemon *d = ctx;
         struct snapshot snap;
         int r = take_snapshot(d, &snap);
         if (r < 0)
@@ -375,6 +408,11 @@ static int metrics_body(void *ctx, char **body, size_t *len)
         }
         *body = gs_metrics_take(&m, len);
         return 0;
+}
+
+static int metrics_body(void *ctx, char **body, size_t *len)
+{
+        return metrics_text(ctx, body, len);
 }
 
 int metrics_start(struct daemon *d)

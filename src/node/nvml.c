@@ -36,6 +36,7 @@ struct nvml {
         __typeof__(&nvmlErrorString) errstr;
         __typeof__(&nvmlDeviceGetPciInfo_v3) pci;
         __typeof__(&nvmlDeviceGetProcessUtilization) putil;
+        __typeof__(&nvmlDeviceGetUtilizationRates) util;
         char sysfs[PATH_MAX];
 };
 
@@ -95,6 +96,7 @@ int nvml_open(const char *sim_dir, struct nvml **ret, struct gs_error **err)
         LOAD(n->lib, n->errstr, "nvmlErrorString");
         LOAD(n->lib, n->pci, "nvmlDeviceGetPciInfo_v3");
         LOAD(n->lib, n->putil, "nvmlDeviceGetProcessUtilization");
+        LOAD(n->lib, n->util, "nvmlDeviceGetUtilizationRates");
         snprintf(n->sysfs, sizeof(n->sysfs), "/sys");
         if (!n->init || !n->shutdown || !n->count || !n->handle || !n->uuid || !n->meminfo) {
                 dlclose(n->lib);
@@ -194,6 +196,18 @@ int nvml_gpu_memory_used(struct nvml *n, unsigned index, uint64_t *ret)
         if (n->handle(index, &dev) != NVML_SUCCESS || n->meminfo(dev, &mem) != NVML_SUCCESS)
                 return -EIO;
         *ret = mem.used;
+        return 0;
+}
+
+int nvml_gpu_utilisation(struct nvml *n, unsigned index, unsigned *ret)
+{
+        if (!n->util)
+                return -ENOSYS;
+        nvmlDevice_t dev;
+        nvmlUtilization_t u;
+        if (n->handle(index, &dev) != NVML_SUCCESS || n->util(dev, &u) != NVML_SUCCESS)
+                return -EIO;
+        *ret = u.gpu > 100 ? 100 : u.gpu;
         return 0;
 }
 

@@ -34,6 +34,13 @@ int nvml_read_inventory(struct nvml *n, struct gs_inventory *inv, struct gs_erro
  * and the driver's own), from nvmlDeviceGetMemoryInfo. 0, or -EIO. */
 int nvml_gpu_memory_used(struct nvml *n, unsigned index, uint64_t *ret);
 
+/* The GPU's utilisation in percent (0..100): the part of NVML's last
+ * sample period (1/6 s to 1 s, by the driver) in which a kernel ran,
+ * nvmlDeviceGetUtilizationRates' `gpu`. 0, -ENOSYS (this NVML lacks it) or
+ * -EIO. No state is kept: safe outside the node's lock, as the other
+ * queries here. */
+int nvml_gpu_utilisation(struct nvml *n, unsigned index, unsigned *ret);
+
 /* Device memory used by process `pid` on the GPU with NVML index `index`
  * (sum of its entries), from NVML's process list: the ground truth.
  * 0, -ENOENT (the process uses none), or another -errno. */

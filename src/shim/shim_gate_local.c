@@ -24,7 +24,7 @@
 #include "shim_gate.h"
 
 #define LOCAL_MAGIC 0x314c434f4c534753ULL /* "SGSLOCL1" */
-#define LOCAL_VERSION 2u /* 2: the arbiter state grew (tail high-water mark, cut flag) */
+#define LOCAL_VERSION 3u /* 3: the arbiter state grew (time waited for a lease) */
 #define LOCAL_FILE "compute.local"
 
 struct shim_local_state {

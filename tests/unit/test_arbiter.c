@@ -342,6 +342,77 @@ static void test_cap_throttle_wake(void **state)
         assert_int_equal(d.state, GS_ARB_GRANTED);
 }
 
+/* Time waited for a lease: from the WANT (or a report saying work waits)
+ * to the start of the next lease, or to an IDLE; a cap slice's throttling
+ * counts, a holder's own lease does not. */
+static void test_wait_cap_throttled(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int x = gs_arbiter_slice_join(&a, 100, GS_POLICY_CAP, 0);
+        assert_true(gs_arbiter_wait_ns(&a, x, 5 * MS) == 0);
+        gs_arbiter_want(&a, x, 0);
+        settled_first_hold(&a, x, 0, 4 * MS, 4 * MS);
+        assert_true(gs_arbiter_wait_ns(&a, x, 4 * MS) == 0); /* granted at once */
+        /* Pending without credit from 4 ms until 10 ms (test_cap_throttle_wake). */
+        gs_arbiter_next(&a, 4 * MS, &d);
+        assert_int_equal(d.state, GS_ARB_IDLE);
+        assert_true(gs_arbiter_wait_ns(&a, x, 7 * MS) == 3 * MS);
+        gs_arbiter_next(&a, 10 * MS, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_true(gs_arbiter_wait_ns(&a, x, 10 * MS) == 6 * MS);
+        assert_true(gs_arbiter_wait_ns(&a, x, 11 * MS) == 6 * MS); /* holding */
+        assert_true(gs_arbiter_wait_ns(&a, 63, 11 * MS) == 0);     /* no such slot */
+        /* Leaving forgets it. */
+        gs_arbiter_slice_leave(&a, x, 11 * MS);
+        int y = gs_arbiter_slice_join(&a, 100, GS_POLICY_CAP, 11 * MS);
+        assert_int_equal(y, x);
+        assert_true(gs_arbiter_wait_ns(&a, y, 12 * MS) == 0);
+}
+
+static void test_wait_behind_holder(void **state)
+{
+        (void)state;
+        struct gs_arbiter a;
+        struct gs_arb_decision d;
+        gs_arbiter_init(&a, NULL);
+        int x = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        int y = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        int z = gs_arbiter_slice_join(&a, 500, GS_POLICY_SHARE, 0);
+        gs_arbiter_want(&a, x, 0);
+        gs_arbiter_next(&a, 0, &d);
+        assert_int_equal(d.slot, x);
+        /* y wakes at 1 ms: x's lease is cut at 1 ms, x drains and reports at
+         * 1.2 ms with more work: y is granted then, x waits from then. */
+        gs_arbiter_want(&a, y, 1 * MS);
+        gs_arbiter_next(&a, 1 * MS, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        assert_true(gs_arbiter_wait_ns(&a, x, 1100 * US) == 0); /* its drain is no wait */
+        assert_int_equal(gs_arbiter_done(&a, x, d.gen, 1 * MS, true, 1200 * US), 0);
+        gs_arbiter_next(&a, 1200 * US, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, y);
+        assert_true(gs_arbiter_wait_ns(&a, y, 1200 * US) == 200 * US);
+        /* z asks at 2 ms and gives up at 3 ms: 1 ms. */
+        gs_arbiter_want(&a, z, 2 * MS);
+        assert_int_equal(gs_arbiter_idle(&a, z, 3 * MS), 0);
+        assert_true(gs_arbiter_wait_ns(&a, z, 4 * MS) == 1 * MS);
+        /* y's first hold drains; its report frees the GPU for x. */
+        gs_arbiter_next(&a, d.wake_at, &d);
+        assert_int_equal(d.state, GS_ARB_DRAINING);
+        uint64_t end = d.grant_until;
+        assert_int_equal(gs_arbiter_done(&a, y, d.gen, 4 * MS, false, end), 0);
+        gs_arbiter_next(&a, end, &d);
+        assert_int_equal(d.state, GS_ARB_GRANTED);
+        assert_int_equal(d.slot, x);
+        /* (z's WANT cut y's lease; the clock is where the drain decision was.) */
+        assert_true(d.grant_start >= end);
+        assert_true(gs_arbiter_wait_ns(&a, x, d.grant_start + 1 * MS) == d.grant_start - 1200 * US);
+        assert_true(gs_arbiter_wait_ns(&a, y, d.grant_start + 1 * MS) == 200 * US);
+}
+
 /* Time that goes backwards is treated as the last time seen; a waker gets
  * no credit for its idle time. */
 static void test_clock_and_no_banked_credit(void **state)
@@ -668,6 +739,8 @@ int main(void)
                 cmocka_unit_test(test_idle_holder_ends_at_once),
                 cmocka_unit_test(test_early_end_keeps_claim),
                 cmocka_unit_test(test_cap_throttle_wake),
+                cmocka_unit_test(test_wait_cap_throttled),
+                cmocka_unit_test(test_wait_behind_holder),
                 cmocka_unit_test(test_clock_and_no_banked_credit),
                 cmocka_unit_test(test_renormalise),
                 cmocka_unit_test(test_wire_roundtrip_and_rejects),
