@@ -7,7 +7,6 @@ namespace, as a container runtime does. One scenario per ctest:
 python3 test_dra.py NAME."""
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -19,6 +18,7 @@ import uuid
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "../node"))
 
+import container_sim  # noqa: E402
 from apiserver_sim import ApiServerSim, Unavailable  # noqa: E402
 from dra_kubelet_sim import Kubelet  # noqa: E402
 from kubelet_sim import check, fail, wait_for  # noqa: E402
@@ -29,22 +29,6 @@ GIB = 1 << 30
 BUILD = os.environ.get("GS_BUILD_DIR", "")
 SIMLIB = os.environ.get("GS_SIM_LIBDIR", "")
 SMI = os.environ.get("GS_SIM_SMI") or os.path.join(SIMLIB, "simgpu-smi")
-
-# A "container": a private mount namespace with the CDI spec's mounts that
-# live under /run/gpuslice (config, slice directory, the daemon's socket
-# directory) on a fresh /run. $1: a file of "host container ro|rw" lines.
-CONTAINER = r'''
-set -e
-mount -t tmpfs gs-run /run
-while read -r host ctr mode; do
-    if [ -d "$host" ]; then mkdir -p "$ctr"; else mkdir -p "$(dirname "$ctr")"; touch "$ctr"; fi
-    mount --bind "$host" "$ctr"
-    if [ "$mode" = ro ]; then mount -o remount,bind,ro "$ctr"; fi
-done < "$1"
-shift
-exec "$@"
-'''
-
 
 class Node:
     def __init__(self, gpus=1, extra=()):
@@ -140,29 +124,20 @@ class Node:
         with open(os.path.join(self.cdi, "gpuslice.io-%s.json" % name)) as f:
             return json.load(f)
 
-    def run_in(self, spec, argv, timeout=60, shim=True):
+    def run_in(self, spec, argv, shim=True):
         """Run argv with the spec's container edits (env, mounts under
         /run/gpuslice) and the shim preloaded (shim=False: a container whose
         processes never load it)."""
         edits = spec["devices"][0]["containerEdits"]
-        table = os.path.join(self.tmp, "mounts-%s" % uuid.uuid4().hex[:8])
-        with open(table, "w") as f:
-            for m in edits.get("mounts", []):
-                if m["containerPath"].startswith("/run/gpuslice"):
-                    f.write("%s %s %s\n" % (m["hostPath"], m["containerPath"],
-                                            "ro" if "ro" in m["options"] else "rw"))
+        mounts = [(m["hostPath"], m["containerPath"], "ro" in m["options"])
+                  for m in edits.get("mounts", [])]
         env = dict(self.env)
         env.update(e.split("=", 1) for e in edits.get("env", []))
-        shim_path = os.path.join(BUILD, "src/shim/libgpuslice.so")
-        ldd = subprocess.run(["ldd", shim_path], capture_output=True, text=True).stdout
-        asan = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
-        env.update(LD_PRELOAD=((asan.group(2) + ":" if asan else "") + shim_path
-                               if shim else ""),
+        env.update(LD_PRELOAD=container_sim.preload_of(os.path.join(BUILD,
+                                                                    "src/shim/libgpuslice.so"))
+                   if shim else "",
                    LD_LIBRARY_PATH=SIMLIB, GS_KERNELS_PTX=os.path.join(SIMLIB, "gs_kernels.ptx"))
-        env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
-        return subprocess.Popen(["unshare", "-m", "--propagation", "private", "sh", "-c",
-                                 CONTAINER, "container", table] + argv, env=env,
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        return container_sim.run(self.tmp, mounts, env, argv)
 
     def smi(self):
         out = subprocess.run([SMI, "--json"], env=self.env, capture_output=True, text=True,
@@ -489,9 +464,7 @@ def main():
         if not os.environ.get(need):
             print("SKIP: %s not set" % need)
             sys.exit(77)
-    probe = subprocess.run(["unshare", "-m", "--propagation", "private", "true"],
-                           capture_output=True)
-    if probe.returncode != 0:
+    if not container_sim.can_unshare():
         print("SKIP: unshare -m is not permitted here")
         sys.exit(77)
     node = Node(extra=EXTRA.get(sys.argv[1], ()))

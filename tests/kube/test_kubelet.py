@@ -10,6 +10,8 @@ import subprocess
 import sys
 import time
 
+import container_sim
+from apiserver_sim import ApiServerSim, Unavailable
 from device_manager import DeviceManager, Pod, answer_envs, answer_mounts
 from kubelet_sim import GIB, Node, PodResources, check, fail, read_conf, wait_for
 
@@ -236,6 +238,50 @@ def t_topology(node, dm):
     check(dm.numa.get("gpu1-u5") == -1, "GPU 1 has no NUMA node: %s" % dm.numa.get("gpu1-u5"))
 
 
+def t_evict(node, dm):
+    """--overuse-policy evict on the device-plugin path: a container that
+    goes around the shim and holds 8 GiB on a 200m slice (cap 3.2 GiB) is
+    evicted through the Eviction API, its pod found through PodResources;
+    nothing is killed meanwhile."""
+    if not container_sim.can_unshare():
+        print("SKIP: unshare -m is not permitted here")
+        sys.exit(77)
+    api = ApiServerSim(os.path.join(node.tmp, "api"), os.environ["GS_NPM_DIR"])
+    os.makedirs(api.workdir)
+    try:
+        api.start()
+    except Unavailable as e:
+        print("SKIP: %s" % e)
+        sys.exit(77)
+    try:
+        uid = api.put_pod("serving", "embedder-5d8")["metadata"]["uid"]
+        kc = api.kubeconfig(os.path.join(node.tmp, "kubeconfig"), token_file=api.token_file)
+        node.extra_args += ["--kubeconfig", kc]
+        start(node, dm)
+        out = dm.admit(Pod(uid, app=[("model", 200)], ns="serving", name="embedder-5d8"))
+        ans = out["model"][1]
+        polls(node, 3)  # PodResources has listed the container
+        env = dict(node.env)
+        env.update(answer_envs(ans))
+        env.update(LD_PRELOAD="", LD_LIBRARY_PATH=os.environ["GS_SIM_LIBDIR"])
+        mounts = [(h, c, ro) for c, (h, ro) in answer_mounts(ans).items()]
+        hog = container_sim.run(node.tmp, mounts, env, [os.path.join(
+            os.environ["GS_BUILD_DIR"], "tests/daemon/gs_alloc_hold"), str(8 * GIB)])
+        try:
+            check(hog.stdout.readline().strip() == "ready", "the hog allocated")
+            wait_for(lambda: api.evictions, 20, "an eviction")
+            check(api.evictions == [("serving", "embedder-5d8")], "the pod: %s" % api.evictions)
+            time.sleep(1)
+            check(hog.poll() is None, "not killed while its eviction runs")
+        finally:
+            hog.kill()
+            hog.wait()
+        log = open(node.log).read()
+        check("pod serving/embedder-5d8 evicted" in log, "the daemon says so")
+    finally:
+        api.stop()
+
+
 def fake_sysfs(node):
     root = os.path.join(node.tmp, "sys")
     for bus, numa in ((0x10, "1"), (0x11, "-1")):
@@ -254,6 +300,8 @@ SCENARIOS = {
     "reboot": (t_reboot, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), [])),
     "local_advertised": (t_local_advertised, ((("GPU-sim-0", 16 * GIB),), [])),
     "stream_end": (t_stream_end, ((("GPU-sim-0", 16 * GIB),), [])),
+    "evict": (t_evict, ((("GPU-sim-0", 16 * GIB),),
+                        FAST + ["--overuse-policy", "evict", "--overuse-grace", "1000"])),
     "topology": (t_topology, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), None)),
 }
 
