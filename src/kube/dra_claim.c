@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "compute_policy.h"
+#include "overuse_policy.h"
 #include "quantity.h"
 
 static const char *str_of(const json_t *o, const char *key)
@@ -44,9 +45,35 @@ static int quantity(const json_t *v, const char *field, uint64_t *ret, struct gs
         return r < 0 ? gs_error_wrap(err, "claim") : 0;
 }
 
-/* {"apiVersion": DRA_CONFIG_API, "kind": DRA_CONFIG_KIND, "policy": "cap"} */
-static int parse_parameters(const json_t *p, bool *has_policy, enum gs_compute_policy *policy,
-                            struct gs_error **err)
+/* One known field of the parameters into s. */
+static int parse_parameter(const char *key, const json_t *v, struct dra_share *s,
+                           struct gs_error **err)
+{
+        const char *str = json_is_string(v) ? json_string_value(v) : NULL;
+        if (strcmp(key, "policy") == 0) {
+                if (!str || gs_compute_policy_parse_str(str, &s->policy) < 0)
+                        return gs_error_set(err, -EINVAL,
+                                            "claim config: policy is not one of %s",
+                                            GS_COMPUTE_POLICY_NAMES);
+                s->has_policy = true;
+                return 0;
+        }
+        if (strcmp(key, "overuse") == 0) {
+                if (!str || gs_overuse_policy_parse_str(str, &s->overuse) < 0)
+                        return gs_error_set(err, -EINVAL,
+                                            "claim config: overuse \"%.40s\" is not one of %s",
+                                            str ? str : "(not a string)",
+                                            GS_OVERUSE_POLICY_NAMES);
+                return 0;
+        }
+        return gs_error_set(err, -EINVAL,
+                            "claim config: unknown field '%.40s' (accepted: apiVersion, kind, "
+                            "policy, overuse)", key);
+}
+
+/* {"apiVersion": DRA_CONFIG_API, "kind": DRA_CONFIG_KIND, "policy": "cap",
+ *  "overuse": "kill"} */
+static int parse_parameters(const json_t *p, struct dra_share *s, struct gs_error **err)
 {
         if (!json_is_object(p))
                 return gs_error_set(err, -EINVAL, "claim config: parameters are not an object");
@@ -56,16 +83,9 @@ static int parse_parameters(const json_t *p, bool *has_policy, enum gs_compute_p
         {
                 if (strcmp(key, "apiVersion") == 0 || strcmp(key, "kind") == 0)
                         continue;
-                if (strcmp(key, "policy") != 0)
-                        return gs_error_set(err, -EINVAL,
-                                            "claim config: unknown field '%.40s' (accepted: "
-                                            "apiVersion, kind, policy)", key);
-                if (!json_is_string(v) ||
-                    gs_compute_policy_parse_str(json_string_value(v), policy) < 0)
-                        return gs_error_set(err, -EINVAL,
-                                            "claim config: policy is not one of %s",
-                                            GS_COMPUTE_POLICY_NAMES);
-                *has_policy = true;
+                int r = parse_parameter(key, v, s, err);
+                if (r < 0)
+                        return r;
         }
         const char *api = str_of(p, "apiVersion"), *kind = str_of(p, "kind");
         if (!api || strcmp(api, DRA_CONFIG_API) != 0 || !kind || strcmp(kind, DRA_CONFIG_KIND) != 0)
@@ -94,7 +114,7 @@ static bool config_applies(const json_t *cfg, const char *request)
         return false;
 }
 
-/* The policy for a share: configs of this driver in order, class ones
+/* The policies for a share: configs of this driver in order, class ones
  * first (FromClass), then the claim's (FromClaim), the last one wins. */
 static int share_policy(const json_t *configs, const char *driver, struct dra_share *s,
                         struct gs_error **err)
@@ -111,8 +131,7 @@ static int share_policy(const json_t *configs, const char *driver, struct dra_sh
                         if (!src || strcmp(src, sources[pass]) != 0 || !drv ||
                             strcmp(drv, driver) != 0 || !config_applies(c, s->request))
                                 continue;
-                        int r = parse_parameters(json_object_get(op, "parameters"),
-                                                 &s->has_policy, &s->policy, err);
+                        int r = parse_parameters(json_object_get(op, "parameters"), s, err);
                         if (r < 0)
                                 return r;
                 }

@@ -3,7 +3,7 @@
  * (resource.k8s.io/v1, kubernetes/api resource/v1/types.go): the results
  * the scheduler allocated from this driver's pool (device, shareID and
  * consumedCapacity of `milli` and `memory`) and the opaque configuration
- * that applies to each (the compute policy). Pure: parses JSON it is
+ * that applies to each (the compute and over-use policies). Pure: parses JSON it is
  * handed; the driver fetches it. */
 #ifndef GS_DRA_CLAIM_H
 #define GS_DRA_CLAIM_H
@@ -15,6 +15,7 @@
 #include <gpuslice/slice_conf.h>
 
 #include "error.h"
+#include "overuse_policy.h"
 
 #define DRA_MAX_SHARES 8        /* results of one claim on one node */
 #define DRA_NAME_MAX 63         /* DNS labels: requests, devices */
@@ -30,6 +31,7 @@ struct dra_share {
         uint64_t memory;                  /* consumed `memory` in bytes (0: default) */
         bool has_policy;
         enum gs_compute_policy policy;
+        enum gs_overuse_policy overuse;   /* GS_OVERUSE_DEFAULT: the daemon's */
 };
 
 struct dra_claim_alloc {
@@ -39,8 +41,11 @@ struct dra_claim_alloc {
 
 /* Parse the claim `json` (len bytes): it must have metadata.uid == uid and
  * an allocation; its results for `driver` from `pool` become shares, each
- * with the policy of the last opaque config of this driver that applies to
- * its request (a claim's config over its class's). 0 and *ret (n_shares may
+ * with the policy and the over-use policy of the last opaque config of this
+ * driver that applies to its request and names it (a claim's config over
+ * its class's): parameters {"apiVersion": DRA_CONFIG_API, "kind":
+ * DRA_CONFIG_KIND, "policy": "share"|"cap", "overuse": "report"|"kill"|
+ * "evict"}, both optional. 0 and *ret (n_shares may
  * be 0: nothing of ours); -ESTALE when the uid differs (a newer claim of
  * the same name), -ENODATA when the claim is not allocated, -EINVAL with
  * *err naming the field for anything malformed (unknown config fields

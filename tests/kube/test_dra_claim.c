@@ -86,6 +86,48 @@ static void claim_config_over_class_config(void **state)
         assert_int_equal(a.shares[0].policy, GS_POLICY_CAP);
 }
 
+/* overuse in the opaque config: the claim's over the class's, per field
+ * (a later config that names only the policy keeps the over-use policy). */
+static void overuse_from_config(void **state)
+{
+        (void)state;
+        struct dra_claim_alloc a;
+        assert_int_equal(parse(UID, "300", "3Gi", "", &a), 0);
+        assert_int_equal(a.shares[0].overuse, GS_OVERUSE_DEFAULT);
+        assert_int_equal(parse(UID, "300", "3Gi", cfg_cap, &a), 0);
+        assert_int_equal(a.shares[0].overuse, GS_OVERUSE_DEFAULT);
+        static const char cfg[] =
+                ",\"config\":[{\"source\":\"FromClass\",\"opaque\":{\"driver\":\"gpu.gpuslice.io\","
+                "\"parameters\":{\"apiVersion\":\"gpu.gpuslice.io/v1alpha1\",\"kind\":\"SliceConfig\","
+                "\"overuse\":\"report\"}}},{\"source\":\"FromClaim\",\"requests\":[\"gpu\"],"
+                "\"opaque\":{\"driver\":\"gpu.gpuslice.io\",\"parameters\":{\"apiVersion\":"
+                "\"gpu.gpuslice.io/v1alpha1\",\"kind\":\"SliceConfig\",\"overuse\":\"evict\"}}},"
+                "{\"source\":\"FromClaim\",\"opaque\":{\"driver\":\"gpu.gpuslice.io\","
+                "\"parameters\":{\"apiVersion\":\"gpu.gpuslice.io/v1alpha1\",\"kind\":"
+                "\"SliceConfig\",\"policy\":\"cap\"}}}]";
+        assert_int_equal(parse(UID, "300", "3Gi", cfg, &a), 0);
+        assert_int_equal(a.shares[0].overuse, GS_OVERUSE_EVICT);
+        assert_true(a.shares[0].has_policy);
+        assert_int_equal(a.shares[0].policy, GS_POLICY_CAP);
+        static const char *const bad[] = { "\"stop\"", "\"default\"", "\"KILL\"", "1", "null" };
+        for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+                char c[512];
+                snprintf(c, sizeof(c),
+                         ",\"config\":[{\"source\":\"FromClaim\",\"opaque\":{\"driver\":"
+                         "\"gpu.gpuslice.io\",\"parameters\":{\"apiVersion\":"
+                         "\"gpu.gpuslice.io/v1alpha1\",\"kind\":\"SliceConfig\",\"overuse\":%s}}}]",
+                         bad[i]);
+                char buf[4096];
+                snprintf(buf, sizeof(buf), claim_fmt, UID, "300", "3Gi", c);
+                struct gs_error *err = NULL;
+                assert_int_equal(dra_claim_parse(buf, strlen(buf), UID, DRV, "node-a", &a, &err),
+                                 -EINVAL);
+                assert_non_null(strstr(gs_error_msg(err), "overuse"));
+                assert_non_null(strstr(gs_error_msg(err), "report, kill, evict"));
+                gs_error_free(err);
+        }
+}
+
 static void refusals(void **state)
 {
         (void)state;
@@ -219,6 +261,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(results_of_this_driver),
                 cmocka_unit_test(claim_config_over_class_config),
+                cmocka_unit_test(overuse_from_config),
                 cmocka_unit_test(refusals),
                 cmocka_unit_test(resource_slice),
         };
