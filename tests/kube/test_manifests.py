@@ -100,6 +100,27 @@ def overlay(d, name, body):
     return ov
 
 
+def check_evict_overlay(objs):
+    """components/evict: a token, the right to create pods/eviction and get
+    claims for the base's ServiceAccount, and --overuse-policy evict."""
+    ds = next(o for o in objs if o["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True, "evictions need the token"
+    args = spec["containers"][0]["args"]
+    assert args[-2:] == ["--overuse-policy", "evict"], args
+    role = next(o for o in objs if o["kind"] == "ClusterRole"
+                and o["metadata"]["name"] == "gpusliced-evict")
+    rules = {(g, r): rule["verbs"] for rule in role["rules"] for g in rule["apiGroups"]
+             for r in rule["resources"]}
+    assert rules == {("", "pods/eviction"): ["create"],
+                     ("resource.k8s.io", "resourceclaims"): ["get"]}, rules
+    crb = next(o for o in objs if o["kind"] == "ClusterRoleBinding"
+               and o["metadata"]["name"] == "gpusliced-evict")
+    sa = next(o for o in objs if o["kind"] == "ServiceAccount")
+    assert crb["subjects"] == [{"kind": "ServiceAccount", "name": sa["metadata"]["name"],
+                                "namespace": sa["metadata"]["namespace"]}], crb["subjects"]
+
+
 def check_dra_overlay(objs):
     """The base with components/dra, as kubectl kustomize renders it: the
     DaemonSet is the DRA variant (both paths, token, NODE_NAME, host paths),
@@ -235,6 +256,14 @@ def main():
         args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--kubelet" not in args and args[-1] == "--dra", args
         items += [("overlay with components/dra, no --kubelet", o) for o in alone]
+        # The evict policy: alone (device plugin only) and with DRA.
+        for name, comps in (("evict", ["evict"]), ("dra-evict", ["dra", "evict"])):
+            ev = kustomize(k, overlay(d, name, "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+                                      "kind: Kustomization\nresources:\n- {deploy}\n"
+                                      "components:\n" + "".join(
+                                          "- {deploy}/components/%s\n" % c for c in comps)))
+            check_evict_overlay(ev)
+            items += [("overlay with components/%s" % ", ".join(comps), o) for o in ev]
 
         with open(os.path.join(ROOT, "deploy/example-pod.yaml")) as f:
             items += [("deploy/example-pod.yaml", o) for o in docs(f.read())]
