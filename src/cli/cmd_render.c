@@ -26,6 +26,7 @@
 
 #include "cli.h"
 #include "compute_policy.h"
+#include "overuse_policy.h"
 #include "error.h"
 #include "quantity.h"
 #include "spec.h"
@@ -124,7 +125,9 @@ static void claim_template_name(const struct gs_api_spec *a, char *buf, size_t s
  * compute policy goes to the driver in an opaque SliceConfig: always the
  * spec's (`share` unless it says `cap`), so that the claim means what the
  * spec means whatever the daemon's own --compute-policy default. Whole GPUs
- * have no policy (the spec refuses one for them). */
+ * have no policy (the spec refuses one for them). The over-use policy goes
+ * in the same SliceConfig only when the spec names one (else the daemon's
+ * --overuse-policy applies); whole GPUs get a SliceConfig for it alone. */
 static void render_claim_template(FILE *f, const struct gs_api_spec *a, const char *ns)
 {
         char name[GS_API_NAME_MAX + 16], q[64];
@@ -144,14 +147,20 @@ static void render_claim_template(FILE *f, const struct gs_api_spec *a, const ch
         if (!whole && a->compute.gpu_memory &&
             gs_memory_quantity_format(a->compute.gpu_memory, q, sizeof(q)) >= 0)
                 fprintf(f, "              memory: \"%s\"\n", q);
-        if (whole)
+        bool overuse = a->compute.overuse != GS_OVERUSE_DEFAULT;
+        if (whole && !overuse)
                 return;
         fputs("      config:\n      - requests: [\"" RENDER_DRA_CLAIM "\"]\n"
               "        opaque:\n          driver: \"" RENDER_DRA_DRIVER "\"\n"
               "          parameters:\n"
               "            apiVersion: \"" RENDER_DRA_CONFIG_API "\"\n"
               "            kind: \"" RENDER_DRA_CONFIG_KIND "\"\n", f);
-        fprintf(f, "            policy: \"%s\"\n", gs_compute_policy_name(a->compute.policy));
+        if (!whole)
+                fprintf(f, "            policy: \"%s\"\n",
+                        gs_compute_policy_name(a->compute.policy));
+        if (overuse)
+                fprintf(f, "            overuse: \"%s\"\n",
+                        gs_overuse_policy_name(a->compute.overuse));
 }
 
 /* The container's resources: the claim (--dra) or gpuslice.io/gpu-milli,
@@ -328,6 +337,11 @@ int cmd_render(int argc, char **argv)
                         fprintf(stderr, "gpuslice render: note: API %s: gpu_memory is not "
                                         "passed through the device plugin; the slice gets "
                                         "share x GPU memory (render --dra passes it)\n",
+                                a->name);
+                if (a->compute.overuse != GS_OVERUSE_DEFAULT && !dra)
+                        fprintf(stderr, "gpuslice render: note: API %s: overuse is not "
+                                        "passed through the device plugin; the daemon's "
+                                        "--overuse-policy applies (render --dra passes it)\n",
                                 a->name);
         }
         for (size_t i = 0; i < spec->n_apis; i++)

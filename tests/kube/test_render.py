@@ -31,8 +31,9 @@ SPEC = """\
 """
 
 
-# Memory and policy reach the node only through DRA: a slice with both, one
-# with neither, a whole GPU.
+# Memory and policies reach the node only through DRA: a slice with all
+# three, one without an over-use policy, one with none, a whole GPU with an
+# over-use policy (a SliceConfig for it alone).
 DRA_SPEC = """\
 - name: sentiment
   image: registry.example/sentiment:3
@@ -40,6 +41,7 @@ DRA_SPEC = """\
     gpu: 300m
     gpu_memory: 6Gi
     policy: cap
+    overuse: evict
 - name: embedder
   image: registry.example/embed:1
   compute:
@@ -52,7 +54,7 @@ DRA_SPEC = """\
   compute: {gpu: 1m}
 - name: whole
   image: registry.example/whole:1
-  compute: {gpu: 1}
+  compute: {gpu: 1, overuse: kill}
 """
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
@@ -100,9 +102,9 @@ def expected(ns, runtime_class=None):
             deployment("big-llm", 2, llm, "2"), service("big-llm", 9000)]
 
 
-def claim_template(name, ns, milli, memory=None, policy=None, count=None):
+def claim_template(name, ns, milli, memory=None, policy=None, count=None, overuse=None):
     """What render --dra prints for an API: `count` whole GPUs, or a slice of
-    `milli` with its memory and policy."""
+    `milli` with its memory, policy and over-use policy."""
     meta = {"name": name + "-gpu", "labels": labels(name)}
     if ns:
         meta["namespace"] = ns
@@ -112,10 +114,14 @@ def claim_template(name, ns, milli, memory=None, policy=None, count=None):
     if memory is not None:
         exactly["capacity"]["requests"]["memory"] = memory
     devices = {"requests": [{"name": "gpu", "exactly": exactly}]}
+    params = {"apiVersion": CONFIG_API, "kind": "SliceConfig"}
     if policy is not None:
+        params["policy"] = policy
+    if overuse is not None:
+        params["overuse"] = overuse
+    if policy is not None or overuse is not None:
         devices["config"] = [{"requests": ["gpu"], "opaque": {
-            "driver": DRIVER,
-            "parameters": {"apiVersion": CONFIG_API, "kind": "SliceConfig", "policy": policy}}}]
+            "driver": DRIVER, "parameters": params}}]
     return {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
             "metadata": meta, "spec": {"spec": {"devices": devices}}}
 
@@ -174,8 +180,8 @@ def check_dra(d, spec):
         assert len(docs) == len(want), "%d objects" % len(docs)
         assert "gpuslice.io/gpu-milli" not in r.stdout, "no device-plugin resource under --dra"
 
-    # gpu_memory and policy reach the claim; whole GPUs are counted devices
-    # of milli 1000 with no policy.
+    # gpu_memory, policy and overuse reach the claim; whole GPUs are counted
+    # devices of milli 1000 with no policy (a SliceConfig only for overuse).
     dspec = os.path.join(d, "dra.yaml")
     with open(dspec, "w") as f:
         f.write(DRA_SPEC)
@@ -186,10 +192,10 @@ def check_dra(d, spec):
         [o["kind"] for o in docs]
     templates = {o["metadata"]["name"]: o for o in docs if o["kind"] == "ResourceClaimTemplate"}
     assert templates == {
-        "sentiment-gpu": claim_template("sentiment", None, 300, "6Gi", "cap"),
+        "sentiment-gpu": claim_template("sentiment", None, 300, "6Gi", "cap", overuse="evict"),
         "embedder-gpu": claim_template("embedder", None, 600, "1536Mi", "share"),
         "tiny-gpu": claim_template("tiny", None, 1, policy="share"),
-        "whole-gpu": claim_template("whole", None, 1000, count=1),
+        "whole-gpu": claim_template("whole", None, 1000, count=1, overuse="kill"),
     }, templates
     for o in docs:
         if o["kind"] != "Deployment":
@@ -207,6 +213,7 @@ def check_dra(d, spec):
     # Without --dra the memory is not passed, and render says so.
     r = run(dspec)
     assert r.returncode == 0 and "gpu_memory is not passed" in r.stderr, r.stderr
+    assert "API sentiment: overuse is not passed" in r.stderr, r.stderr
     assert "ResourceClaimTemplate" not in r.stdout
 
     # The driver's own names.
