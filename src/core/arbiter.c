@@ -104,6 +104,13 @@ static void wait_stop(struct gs_arb_slice *s, uint64_t t)
         s->wait_since = GS_ARB_NEVER;
 }
 
+/* The slice holds a lease or its ended hold still drains (its queued work
+ * runs on the device until its report settles the hold). */
+static bool has_hold(const struct gs_arbiter *a, int slot)
+{
+        return a->holder == slot || a->s[slot].late;
+}
+
 /* After a report or a request changed whether slot has work: it waits
  * while it has work and no lease. */
 static void wait_track(struct gs_arbiter *a, int slot, uint64_t t)
@@ -338,7 +345,9 @@ int gs_arbiter_want(struct gs_arbiter *a, int slot, uint64_t now)
         /* Even when it was pending already (a report said so, or a WANT
          * crossed a hand-off), a waiting slice takes the GPU back. */
         reclaim(a, slot, now, true);
-        wait_track(a, slot, GS_MAX(now, a->last_now));
+        /* A WANT during its own drain waits from the report that ends it. */
+        if (!has_hold(a, slot))
+                wait_track(a, slot, GS_MAX(now, a->last_now));
         return 0;
 }
 

@@ -187,15 +187,15 @@ int gs_arbiter_done(struct gs_arbiter *a, int slot, uint64_t gen, uint64_t busy_
 
 /* The time slice `slot` has waited for the GPU since it joined, up to
  * `now` (ns): the time it had work waiting (a WANT: a thread is held at
- * the gate; or a report saying so) and no lease. Counted from that WANT or
- * report to the start of the lease it is granted next (a pipelined lease
- * that starts ahead counts up to its start), or to an IDLE. Throttling of
- * a `cap` slice without credit counts. Not counted: a former holder's
- * drain after its lease ended until its report or a WANT, and whatever the
- * shim holds back within a lease (its queued-work bound). A WANT during
- * the slice's own drain counts, so the wait may overlap its queued work
- * still running on the device (wait + device time can exceed wall time).
- * 0 for a slot not in use. Pure: `now` is the caller's clock. */
+ * the gate; or a report saying so) while it had no hold at all. Counted
+ * from that WANT, or from the report that ends its hold saying work waits,
+ * to the start of the lease it is granted next (a pipelined lease that
+ * starts ahead counts up to its start), or to an IDLE. Throttling of a
+ * `cap` slice without credit counts. Not counted: the drain of its own
+ * ended hold (its queued work still runs on the device; a WANT then
+ * counts from the report), and whatever the shim holds back within a
+ * lease (its queued-work bound). So wait + device time stays within wall
+ * time. 0 for a slot not in use. Pure: `now` is the caller's clock. */
 uint64_t gs_arbiter_wait_ns(const struct gs_arbiter *a, int slot, uint64_t now);
 
 /* Decide who holds the GPU at `now` (which must not go backwards; a smaller

@@ -7,7 +7,8 @@ shim's gate. Over a window of a few seconds:
 - gpuslice_slice_gate_wait_seconds_total of the cap slice grows by most of
   the window (it is throttled to its share, so it waits the rest), and its
   wait plus its device time (simgpu-smi's busy_ns of its process) covers
-  most of the window; the share slice, alone on its GPU, hardly waits;
+  most of the window without exceeding it (the wait never counts its own
+  work draining); the share slice, alone on its GPU, hardly waits;
 - gpuslice_gpu_utilization_ratio of each GPU is its device busy time over
   the window by simgpu-smi (steady load), within 15 points: ~0.2 and ~1;
 - promtool check metrics passes on the text.
@@ -122,10 +123,9 @@ try:
         check(dw >= 0, "%s: the wait counter went down" % name)
         if name == "capped":
             check(db <= 0.35 * dt, "capped ran %.2f s of %.2f s: not throttled" % (db, dt))
-            check(dw >= 0.5 * dt and dw <= dt + 0.2,
-                  "capped waited %.2f s of %.2f s (throttled to 200m)" % (dw, dt))
-            check(dw + db >= 0.7 * dt, "capped: wait %.2f + busy %.2f s leave much of %.2f s"
-                  % (dw, db, dt))
+            check(dw >= 0.5 * dt, "capped waited %.2f s of %.2f s (throttled to 200m)" % (dw, dt))
+            check(0.7 * dt <= dw + db <= 1.05 * dt + 0.1,
+                  "capped: wait %.2f + busy %.2f s against %.2f s of wall time" % (dw, db, dt))
         else:
             check(db >= 0.6 * dt, "shared ran only %.2f s of %.2f s alone on its GPU" % (db, dt))
             check(dw <= 0.15 * dt, "shared waited %.2f s of %.2f s alone on its GPU" % (dw, dt))

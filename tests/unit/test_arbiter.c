@@ -390,6 +390,8 @@ static void test_wait_behind_holder(void **state)
         gs_arbiter_next(&a, 1 * MS, &d);
         assert_int_equal(d.state, GS_ARB_DRAINING);
         assert_true(gs_arbiter_wait_ns(&a, x, 1100 * US) == 0); /* its drain is no wait */
+        gs_arbiter_want(&a, x, 1100 * US); /* nor a WANT during it, until the report */
+        assert_true(gs_arbiter_wait_ns(&a, x, 1150 * US) == 0);
         assert_int_equal(gs_arbiter_done(&a, x, d.gen, 1 * MS, true, 1200 * US), 0);
         gs_arbiter_next(&a, 1200 * US, &d);
         assert_int_equal(d.state, GS_ARB_GRANTED);
