@@ -323,6 +323,12 @@ static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_sli
                 else if (!strcmp(k, "gpu_time")) {
                         s->has_gpu_time = true;
                         s->gpu_time = (uint32_t)GS_MIN(u64_of(v), 1000u);
+                } else if (!strcmp(k, "gate_wait")) {
+                        s->has_gate_wait = true;
+                        s->gate_wait = (uint32_t)GS_MIN(u64_of(v), 1000u);
+                } else if (!strcmp(k, "gate_wait_ns")) {
+                        s->has_gate_wait_ns = true;
+                        s->gate_wait_ns = u64_of(v);
                 } else if (!strcmp(k, "used")) {
                         s->has_used = true;
                         s->used += u64_of(v);

@@ -60,6 +60,10 @@ struct cli_slice {
         uint64_t used;           /* NVML's per-process memory, when known */
         bool has_gpu_time;
         uint32_t gpu_time;       /* measured share of its GPU over the last second (milli) */
+        bool has_gate_wait;
+        uint32_t gate_wait;      /* part of the last second it waited for the gate (milli) */
+        bool has_gate_wait_ns;
+        uint64_t gate_wait_ns;   /* time it waited for the gate since the daemon started */
         char config[GS_PATH_MAX];    /* "" for whole GPUs */
         char slice_dir[GS_PATH_MAX];
 };

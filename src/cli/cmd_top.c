@@ -17,7 +17,11 @@
  * - Names are printed whole unless the terminal (TIOCGWINSZ on stdout; 120
  *   columns when it is not a terminal) is narrower than the line needs; then
  *   the name columns shrink and long names end with an ellipsis.
- * - Sorted by GPU index, then measured share (highest first), then id. */
+ * - Sorted by GPU index, then measured share (highest first), then id.
+ * - Per slice also the time it waited for the compute gate over the last
+ *   second (the daemon's arbiter measures it) and its over-use flags (the
+ *   watchdog's recent events against it, top.h). The data and the JSON
+ *   are top_frame.c's. */
 #include <errno.h>
 #include <getopt.h>
 #include <inttypes.h>
@@ -36,6 +40,7 @@
 #include "macro.h"
 #include "number.h"
 #include "placement.h"
+#include "top.h"
 
 #define TOP_DEFAULT_WIDTH 120
 #define TOP_MIN_NAME 8
@@ -44,158 +49,16 @@
 static const char top_usage[] =
         "Usage: gpuslice top [--interval MS] [--once | --json]\n"
         "A live view of the GPUs and their slices: share configured and measured over the last\n"
-        "second, memory used and cap, policy. Keys: q (or Ctrl-C) quits.\n\n"
+        "second, time waited for the compute gate over the last second (WAIT), memory used and\n"
+        "cap, policy, and over-use flags (FLAGS: the watchdog's events against the slice in the\n"
+        "last minute; M memory over cap, B books disagree, C compute over share, N no shim,\n"
+        "W wrong GPU; lower case while only detected, upper case once reported or acted on).\n"
+        "Keys: q (or Ctrl-C) quits.\n\n"
         "  --interval MS  refresh period in milliseconds (100..3600000, default 1000)\n"
         "  --once         print one frame as plain text and exit\n"
         "  --json         print one frame as JSON and exit (keys in docs/daemon.md)\n"
         "  -h, --help     this text\n"
         "gpuslice top never starts gpusliced: start one with `gpusliced` (or any `gpuslice run`).\n";
-
-/* ---- the data of one frame ---- */
-
-/* One line of the slice table: a slice on one of its GPUs. */
-struct top_row {
-        const struct cli_slice *s;
-        const struct cli_gpu *gpu;
-};
-
-struct top_frame {
-        struct cli_listing l;
-        struct top_row *rows;
-        size_t n_rows;
-        uint64_t *gpu_used;      /* per GPU: the slices' NVML memory */
-};
-
-static void frame_done(struct top_frame *f)
-{
-        cli_listing_done(&f->l);
-        free(f->rows);
-        free(f->gpu_used);
-        *f = (struct top_frame){ 0 };
-}
-
-static int measured(const struct cli_slice *s)
-{
-        return s->has_gpu_time ? (int)s->gpu_time : -1;
-}
-
-static int row_cmp(const void *a, const void *b)
-{
-        const struct top_row *x = a, *y = b;
-        if (x->gpu->index != y->gpu->index)
-                return x->gpu->index < y->gpu->index ? -1 : 1;
-        if (measured(x->s) != measured(y->s))
-                return measured(x->s) > measured(y->s) ? -1 : 1;
-        return strcmp(x->s->id, y->s->id);
-}
-
-/* Fetch the listing (never starting a daemon) and lay out the rows. */
-static int frame_fetch(struct top_frame *f, struct gs_error **err)
-{
-        *f = (struct top_frame){ 0 };
-        struct cli_conn_opts co = { .sim = false, .start = false };
-        int fd = -1;
-        if (cli_connect(&co, &fd, err) < 0)
-                return -1;
-        int r = cli_list(fd, &f->l, err);
-        close(fd);
-        if (r < 0)
-                return r;
-        size_t n = 0;
-        for (size_t i = 0; i < f->l.n_slices; i++)
-                n += f->l.slices[i].n_gpus;
-        f->rows = calloc(n + 1, sizeof(*f->rows));
-        f->gpu_used = calloc(f->l.n_gpus + 1, sizeof(*f->gpu_used));
-        if (!f->rows || !f->gpu_used) {
-                frame_done(f);
-                return gs_error_set(err, -ENOMEM, "out of memory");
-        }
-        for (size_t i = 0; i < f->l.n_slices; i++) {
-                const struct cli_slice *s = &f->l.slices[i];
-                for (unsigned k = 0; k < s->n_gpus; k++)
-                        for (size_t g = 0; g < f->l.n_gpus; g++) {
-                                if (strcmp(f->l.gpus[g].uuid, s->gpu_uuid[k]) != 0)
-                                        continue;
-                                f->rows[f->n_rows++] = (struct top_row){ s, &f->l.gpus[g] };
-                                /* A multi-GPU slice's figure is its sum: split it evenly. */
-                                if (s->has_used)
-                                        f->gpu_used[g] += s->used / s->n_gpus;
-                        }
-        }
-        qsort(f->rows, f->n_rows, sizeof(*f->rows), row_cmp);
-        return 0;
-}
-
-/* ---- JSON ---- */
-
-static void json_string(FILE *o, const char *s)
-{
-        fputc('"', o);
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-                if (c == '"' || c == '\\')
-                        fprintf(o, "\\%c", c);
-                else if (c < 0x20)
-                        fprintf(o, "\\u%04x", c);
-                else
-                        fputc(c, o);
-        }
-        fputc('"', o);
-}
-
-static void print_json(FILE *o, const struct top_frame *f, unsigned interval_ms)
-{
-        fprintf(o, "{\"time_unix_seconds\": %lld, \"interval_ms\": %u, \"gpus\": [",
-                (long long)time(NULL), interval_ms);
-        for (size_t g = 0; g < f->l.n_gpus; g++) {
-                const struct cli_gpu *gpu = &f->l.gpus[g];
-                fprintf(o, "%s\n  {\"index\": %u, \"uuid\": ", g ? "," : "", gpu->index);
-                json_string(o, gpu->uuid);
-                fprintf(o, ", \"name\": ");
-                json_string(o, gpu->name);
-                fprintf(o,
-                        ", \"healthy\": %s, \"memory_total_bytes\": %" PRIu64
-                        ", \"memory_used_bytes\": %" PRIu64 ", \"memory_free_bytes\": %" PRIu64
-                        ", \"share_free_milli\": %" PRIu32 ", \"share_free_ratio\": %.3f"
-                        ", \"slices\": %u}",
-                        gpu->healthy ? "true" : "false", gpu->memory, f->gpu_used[g],
-                        gpu->free_memory, gpu->free_milli, gpu->free_milli / 1000.0,
-                        gpu->n_slices);
-        }
-        fprintf(o, "%s], \"slices\": [", f->l.n_gpus ? "\n" : "");
-        for (size_t i = 0; i < f->n_rows; i++) {
-                const struct top_row *r = &f->rows[i];
-                const struct cli_slice *s = r->s;
-                fprintf(o, "%s\n  {\"id\": ", i ? "," : "");
-                json_string(o, s->id);
-                fprintf(o, ", \"name\": ");
-                json_string(o, s->name);
-                fprintf(o, ", \"kind\": \"%s\", \"gpu_index\": %u, \"gpu_uuid\": ",
-                        s->kube ? "kubernetes" : "local", r->gpu->index);
-                json_string(o, r->gpu->uuid);
-                fprintf(o, ", \"share_configured_milli\": %" PRIu32
-                           ", \"share_configured_ratio\": %.3f",
-                        s->milli, GS_MIN(s->milli, 1000u) / 1000.0);
-                if (s->has_gpu_time)
-                        fprintf(o, ", \"share_measured_milli\": %" PRIu32
-                                   ", \"share_measured_ratio\": %.3f",
-                                s->gpu_time, s->gpu_time / 1000.0);
-                else
-                        fprintf(o, ", \"share_measured_milli\": null, \"share_measured_ratio\": null");
-                fprintf(o, ", \"memory_used_bytes\": ");
-                if (s->has_used)
-                        fprintf(o, "%" PRIu64, s->used);
-                else
-                        fprintf(o, "null");
-                fprintf(o, ", \"memory_cap_bytes\": %" PRIu64 ", \"policy\": ", s->memory);
-                json_string(o, s->policy);
-                if (s->kube)
-                        fprintf(o, ", \"pid\": null}");
-                else
-                        fprintf(o, ", \"pid\": %d}", s->pid);
-        }
-        fprintf(o, "%s]}\n", f->n_rows ? "\n" : "");
-}
 
 /* ---- text ---- */
 
@@ -247,7 +110,52 @@ static void fit(size_t *w, size_t fixed, size_t width)
 
 /* Fixed widths of the columns other than the names (with their spaces). */
 #define GPU_FIXED (5 + 14 + 1 + (TOP_BAR + 2) + 20 + 11 + 7)
-#define SLICE_FIXED (4 + 1 + 1 + 11 + 7 + 1 + 8 + 1 + (TOP_BAR + 2) + 1 + 19 + 1 + 6)
+#define SLICE_FIXED \
+        (4 + 1 + 1 + 6 + 7 + 1 + 8 + 1 + 6 + 1 + (TOP_BAR + 2) + 1 + 19 + 1 + 6 + 1 + TOP_N_REASONS)
+
+/* The time waited for the gate over the last second, in ms ("-" when
+ * unknown: no member of the arbiter, or under a second of samples). */
+static void put_wait(FILE *o, const struct cli_slice *s, int w)
+{
+        char b[16];
+        if (s->has_gate_wait)
+                snprintf(b, sizeof(b), "%" PRIu32 "ms", s->gate_wait);
+        else
+                snprintf(b, sizeof(b), "-");
+        fprintf(o, "%*s", w, b);
+}
+
+/* The slice table: a header, then one line per row. */
+static void print_slices(FILE *o, const struct top_frame *f, size_t sid, size_t sname)
+{
+        char a[32], b[32], flags[TOP_N_REASONS + 2];
+        fprintf(o, "%-3s %-*s ", "GPU", (int)sid, "SLICE");
+        put_cell(o, "NAME", sname);
+        fprintf(o, " %-5s %7s %8s %6s %-*s %19s %-6s %s\n", "KIND", "SHARE", "MEASURED", "WAIT",
+                TOP_BAR + 2, "MEMORY", "USED / CAP", "POLICY", "FLAGS");
+        if (f->n_rows == 0)
+                fputs("(no slices)\n", o);
+        for (size_t i = 0; i < f->n_rows; i++) {
+                const struct cli_slice *s = f->rows[i].s;
+                char mem[48];
+                snprintf(mem, sizeof(mem), "%s / %s",
+                         s->has_used ? gs_bytes_human(s->used, a, sizeof(a)) : "-",
+                         s->memory ? gs_bytes_human(s->memory, b, sizeof(b)) : "whole");
+                fprintf(o, "%-3u %-*s ", f->rows[i].gpu->index, (int)sid, s->id);
+                put_cell(o, s->name[0] ? s->name : "-", sname);
+                fprintf(o, " %-5s ", s->kube ? "pod" : "local");
+                put_percent(o, (int)GS_MIN(s->milli, 1000u), 7);
+                fputc(' ', o);
+                put_percent(o, s->has_gpu_time ? (int)s->gpu_time : -1, 8);
+                fputc(' ', o);
+                put_wait(o, s, 6);
+                fputc(' ', o);
+                put_bar(o, s->has_used ? s->used : 0,
+                        s->memory ? s->memory : f->rows[i].gpu->memory);
+                fprintf(o, " %19s %-6s %s\n", mem, s->policy,
+                        top_flags_text(&f->rows[i], flags, sizeof(flags)));
+        }
+}
 
 static void print_text(FILE *o, const struct top_frame *f, size_t width, const char *status)
 {
@@ -287,29 +195,7 @@ static void print_text(FILE *o, const struct top_frame *f, size_t width, const c
                         gpu->healthy ? "" : "  UNHEALTHY");
         }
         fputc('\n', o);
-        fprintf(o, "%-3s %-*s ", "GPU", (int)sid, "SLICE");
-        put_cell(o, "NAME", sname);
-        fprintf(o, " %-10s %7s %8s %-*s %19s %-6s\n", "KIND", "SHARE", "MEASURED", TOP_BAR + 2,
-                "MEMORY", "USED / CAP", "POLICY");
-        if (f->n_rows == 0)
-                fputs("(no slices)\n", o);
-        for (size_t i = 0; i < f->n_rows; i++) {
-                const struct cli_slice *s = f->rows[i].s;
-                char mem[48];
-                snprintf(mem, sizeof(mem), "%s / %s",
-                         s->has_used ? gs_bytes_human(s->used, a, sizeof(a)) : "-",
-                         s->memory ? gs_bytes_human(s->memory, b, sizeof(b)) : "whole");
-                fprintf(o, "%-3u %-*s ", f->rows[i].gpu->index, (int)sid, s->id);
-                put_cell(o, s->name[0] ? s->name : "-", sname);
-                fprintf(o, " %-10s ", s->kube ? "kubernetes" : "local");
-                put_percent(o, (int)GS_MIN(s->milli, 1000u), 7);
-                fputc(' ', o);
-                put_percent(o, measured(s), 8);
-                fputc(' ', o);
-                put_bar(o, s->has_used ? s->used : 0,
-                        s->memory ? s->memory : f->rows[i].gpu->memory);
-                fprintf(o, " %19s %-6s\n", mem, s->policy);
-        }
+        print_slices(o, f, sid, sname);
 }
 
 /* The terminal's columns and rows (TIOCGWINSZ on stdout); 120 x 0 (no
@@ -486,7 +372,7 @@ static void draw(unsigned interval_ms)
         struct top_frame f;
         struct gs_error *err = NULL;
         char status[512];
-        if (frame_fetch(&f, &err) < 0) {
+        if (top_frame_fetch(&f, &err) < 0) {
                 fprintf(o, "gpuslice top %s  every %u ms  q: quit\n\n", clock, interval_ms);
                 fprintf(o, "gpusliced does not answer: %s\n", gs_error_msg(err));
                 gs_error_free(err);
@@ -496,7 +382,7 @@ static void draw(unsigned interval_ms)
                          f.l.n_gpus, f.l.n_gpus == 1 ? "" : "s", f.l.n_slices,
                          f.l.n_slices == 1 ? "" : "s", interval_ms);
                 print_text(o, &f, cols, status);
-                frame_done(&f);
+                top_frame_done(&f);
         }
         FILE *so = fclose(o) == 0 && buf ? open_memstream(&scr, &slen) : NULL;
         if (so) {
@@ -620,7 +506,7 @@ int cmd_top(int argc, char **argv)
         /* Fail clearly before taking the terminal when no daemon answers. */
         struct top_frame f;
         struct gs_error *err = NULL;
-        if (frame_fetch(&f, &err) < 0) {
+        if (top_frame_fetch(&f, &err) < 0) {
                 fprintf(stderr,
                         "gpuslice top: %s\n"
                         "gpuslice top: is gpusliced running? gpuslice top never starts one: run "
@@ -631,12 +517,12 @@ int cmd_top(int argc, char **argv)
         }
         if (json || once) {
                 if (json)
-                        print_json(stdout, &f, interval_ms);
+                        top_print_json(stdout, &f, interval_ms);
                 else
                         print_text(stdout, &f, term_width(), NULL);
-                frame_done(&f);
+                top_frame_done(&f);
                 return fflush(stdout) == 0 ? 0 : 1;
         }
-        frame_done(&f);
+        top_frame_done(&f);
         return run_live(interval_ms);
 }

@@ -1,10 +1,15 @@
 # SPDX-License-Identifier: Apache-2.0
 """gpuslice top: a clear error and no daemon started when none runs; --json
 and --once with two slices, figures checked against `gpuslice ls --json`;
-the live view in a real terminal (tmux, fixed size): header and slice lines
-on screen, `q` and Ctrl-C quit with status 0 and the terminal restored
-(stty shows icanon and echo again), long names cut with an ellipsis only in
-a narrow terminal. Skips (77) the tmux part when tmux is missing."""
+then a 200m `cap` slice saturating its GPU through the shim (gs-burn) shows
+a waiting time (WAIT, gate_wait_*) that, with its device time by simgpu-smi,
+covers most of a second, while an idle slice shows 0; a slice whose process
+never loaded the shim gets the watchdog's no_shim flag (FLAGS N, `overuse`
+in --json); the live view in a real terminal (tmux, fixed size): header and
+slice lines on screen with the WAIT and FLAGS columns, `q` and Ctrl-C quit
+with status 0 and the terminal restored (stty shows icanon and echo again),
+long names cut with an ellipsis only in a narrow terminal. Skips (77) the
+tmux part when tmux is missing."""
 import json
 import os
 import re
@@ -94,6 +99,80 @@ try:
               "slice line of %s (%s): %r" % (ts["id"], conf, ln))
     check("1.0Gi" in r.stdout and "8.0Gi" in r.stdout, "memory figures: %r" % r.stdout)
     check(all(len(ln) <= 120 for ln in lines), "--once wider than 120: %r" % r.stdout)
+    check(any("WAIT" in ln and "FLAGS" in ln for ln in lines), "no WAIT/FLAGS header: %r"
+          % r.stdout)
+    for ts in top["slices"]:
+        # Members of the arbiter that never asked for the GPU: no wait.
+        check(ts["gate_wait_seconds_total"] == 0 and ts["gate_wait_milli"] in (0, None)
+              and ts["overuse"] == [], "idle slice %s: %r" % (ts["id"], ts))
+
+    # A cap slice that saturates its GPU waits for the gate most of the time;
+    # a slice process without the shim is flagged by the watchdog.
+    burn = os.path.join(w.build, "bench/compute/gs-burn")
+    hold = os.path.join(w.build, "tests/daemon/gs_alloc_hold")
+    ptx = os.path.join(w.simlib, "gs_kernels.ptx")
+    for f in (burn, hold, ptx, w.shim):
+        check(os.path.exists(f), "not built: " + f)
+    benv = dict(w.env, GS_KERNELS_PTX=ptx)
+    w.children.append(subprocess.Popen(
+        [w.cli_bin, "run", "--sim", "--gpu", "200m", "--policy", "cap", "--name", "throttled",
+         "--", burn, "--kernel", "1ms", "--duration", "60s"], env=benv,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+    hout = open(os.path.join(w.dir, "hold.out"), "w")
+    hp = subprocess.Popen([hold, str(64 << 20)], stdout=hout, text=True,
+                          env=dict(w.env, LD_LIBRARY_PATH=w.simlib, CUDA_VISIBLE_DEVICES="0"))
+    hout.close()
+    w.children.append(hp)
+    w.wait_for(lambda: open(os.path.join(w.dir, "hold.out")).read().startswith("ready"),
+               timeout=15, what="the shimless holder")
+    t, rep = w.call(CREATE, [("gpu_milli", 100), ("pid", hp.pid), ("name", "noshim")])
+    check(t == REPLY | CREATE, "create noshim: %r" % (rep,))
+
+    def top_json():
+        r = w.cli("top", "--json")
+        check(r.returncode == 0, "top --json: %d %r" % (r.returncode, r.stderr))
+        return {s["name"]: s for s in json.loads(r.stdout)["slices"]}
+
+    def busy(pid):
+        return sum(p["busy_ns"] for p in w.smi()["processes"] if p["pid"] == pid) / 1e9
+
+    got = {}
+
+    def settled():
+        got.update(top_json())
+        th, ns = got.get("throttled"), got.get("noshim")
+        return th and (th["gate_wait_milli"] or 0) >= 300 and ns and \
+            any(o["reason"] == "no_shim" and o["acted"] for o in ns["overuse"] or [])
+
+    deadline = time.time() + 20
+    while not settled():
+        check(time.time() < deadline, "timed out waiting for the throttled slice's wait and "
+              "noshim's flag: %r" % got)
+        time.sleep(0.2)
+    th = got["throttled"]
+    b0, t0 = busy(th["pid"]), time.monotonic()
+    time.sleep(1.0)
+    th = top_json()["throttled"]
+    ran = (busy(th["pid"]) - b0) / (time.monotonic() - t0)
+    waited = th["gate_wait_milli"] / 1000
+    print("throttled: waited %.2f, ran %.2f of the last second (simgpu-smi)" % (waited, ran))
+    check(ran <= 0.35 and waited >= 0.5 and 0.7 <= waited + ran <= 1.1,
+          "throttled: waited %.2f and ran %.2f of a second: %r" % (waited, ran, th))
+    check(abs(th["gate_wait_ratio"] - th["gate_wait_milli"] / 1000) < 1e-9
+          and th["gate_wait_seconds_total"] > 1.0 and th["overuse"] == [],
+          "throttled figures: %r" % th)
+    check(got["alpha"]["gate_wait_milli"] in (0, None), "alpha waits: %r" % got["alpha"])
+    r = w.cli("top", "--once")
+    lines = r.stdout.splitlines()
+    th_line = [ln for ln in lines if " throttled " in ln]
+    m = re.search(r"\s(\d+)ms\s", th_line[0]) if th_line else None
+    check(m and int(m.group(1)) >= 300, "--once: no WAIT for throttled: %r" % r.stdout)
+    ns_line = [ln for ln in lines if " noshim " in ln]
+    check(ns_line and "N" in ns_line[0].split()[-1], "--once: noshim not flagged N: %r"
+          % r.stdout)
+    check(all(ln.split()[-1] == "-" for ln in lines if " alpha " in ln or " throttled " in ln),
+          "--once: flags on good slices: %r" % r.stdout)
+    top = json.loads(w.cli("top", "--json").stdout)
 
     # The live view in tmux.
     tmux = shutil.which("tmux")
@@ -146,8 +225,12 @@ try:
 
     text = session("wide", 130, "q", 500)
     lines = text.splitlines()
-    check(any("FREE SHARE" in ln for ln in lines) and "2 GPUs, 2 slices" in text,
+    check(any("FREE SHARE" in ln for ln in lines) and "2 GPUs, 4 slices" in text,
           "wide: header: %r" % text)
+    check(any("WAIT" in ln and "FLAGS" in ln for ln in lines), "wide: no WAIT/FLAGS: %r" % text)
+    th_line = [ln for ln in lines if " throttled " in ln]
+    m = re.search(r"\s(\d+)ms\s", th_line[0]) if th_line else None
+    check(m and int(m.group(1)) > 0, "wide: no waiting time for throttled: %r" % text)
     for ts in top["slices"]:
         check(any(ts["id"] in ln and ts["name"] in ln and ts["policy"] in ln for ln in lines),
               "wide: no line for %s: %r" % (ts["id"], text))
