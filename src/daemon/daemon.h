@@ -117,6 +117,8 @@ struct daemon {
         struct evictions *evictions;          /* evictions.h: set before the watchdog
                                                * starts when the API server is reachable */
         struct daemon_thread evict_thread;    /* gpusliced's evictor */
+        bool report_node;                     /* --report-node */
+        struct daemon_thread report_thread;
         const char *metrics_listen;           /* --metrics-listen ADDR:PORT; NULL: off */
         struct node_http *metrics;            /* metrics.c; NULL when off */
 };

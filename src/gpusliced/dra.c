@@ -82,43 +82,17 @@ static void *publish_loop(void *arg)
         return NULL;
 }
 
-static int api_config(const struct dra_args *a, struct apiserver_config *cfg,
-                      struct gs_error **err)
-{
-        if (a->kubeconfig)
-                return apiserver_config_from_kubeconfig(a->kubeconfig, NULL, cfg, err);
-        return apiserver_config_in_cluster(NULL, cfg, err);
-}
-
-static const char *node_name(const struct dra_args *a, char *buf, size_t size)
-{
-        if (a->node_name)
-                return a->node_name;
-        const char *env = getenv("NODE_NAME"); /* the DaemonSet's downward API */
-        if (env && *env)
-                return env;
-        if (gethostname(buf, size) < 0)
-                return NULL;
-        buf[size - 1] = '\0';
-        return buf;
-}
-
 int dra_run(struct daemon *d, int stop_fd, struct gs_error **err)
 {
         char host[256];
-        const char *name = node_name(&d->dra, host, sizeof(host));
+        const char *name = daemon_node_name(d, host, sizeof(host));
         if (!name || !*name)
                 return gs_error_set(err, -EINVAL, "--dra: no node name (--node-name or "
                                     "$NODE_NAME)");
-        struct apiserver_config cfg;
-        int r = api_config(&d->dra, &cfg, err);
-        if (r < 0)
-                return gs_error_wrap(err, "--dra: the API server");
         struct apiserver *api = NULL;
-        r = apiserver_new(&cfg, &api, err);
-        apiserver_config_done(&cfg);
+        int r = daemon_apiserver(d, &api, err);
         if (r < 0)
-                return gs_error_wrap(err, "--dra: the API server");
+                return gs_error_wrap(err, "--dra");
         struct dra_driver_config dc = { .node = d->node,
                                         .api = api,
                                         .node_name = name,

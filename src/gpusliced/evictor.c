@@ -23,15 +23,8 @@ static struct apiserver *evictor_api; /* the evictor thread's own client */
 
 int evictor_prepare(struct daemon *d)
 {
-        struct apiserver_config cfg;
         struct gs_error *err = NULL;
-        int r = d->dra.kubeconfig
-                        ? apiserver_config_from_kubeconfig(d->dra.kubeconfig, NULL, &cfg, &err)
-                        : apiserver_config_in_cluster(NULL, &cfg, &err);
-        if (r == 0) {
-                r = apiserver_new(&cfg, &evictor_api, &err);
-                apiserver_config_done(&cfg);
-        }
+        int r = daemon_apiserver(d, &evictor_api, &err);
         if (r == 0 && (r = evictions_new(&d->evictions)) < 0)
                 gs_error_set(&err, r, "out of memory");
         if (r < 0) {

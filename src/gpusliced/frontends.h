@@ -19,6 +19,20 @@ int daemon_thread_start(struct daemon *d, struct daemon_thread *t);
 /* Stop t's thread and wait for it (no-op when not running). */
 void daemon_thread_stop(struct daemon *d, struct daemon_thread *t);
 
+/* This node's name for the API server: --node-name, else $NODE_NAME,
+ * else the host name (in buf, size bytes); NULL when none. */
+const char *daemon_node_name(const struct daemon *d, char *buf, size_t size);
+
+struct apiserver;
+/* A new API-server client for d (--kubeconfig, else the pod's service
+ * account); each thread makes its own. 0 and *ret, or a negative errno
+ * with *err. */
+int daemon_apiserver(const struct daemon *d, struct apiserver **ret, struct gs_error **err);
+
+/* --report-node: the node's per-GPU state as an annotation of its Node
+ * (reporter.c), until stop_fd is readable. */
+int reporter_run(struct daemon *d, int stop_fd, struct gs_error **err);
+
 /* The device plugin over d's node (kube_plugin_run). */
 int kubelet_run(struct daemon *d, int stop_fd, struct gs_error **err);
 

@@ -76,6 +76,8 @@ static const char usage_text[] =
         "                      kill, or evict (pods: the Eviction API; else kill)\n"
         "  --overuse-grace MS  an over-use must hold this long before it is acted on (2000)\n"
         "  --kill-unsliced     kill GPU processes in no slice too (default: report them)\n"
+        "  --report-node       write the GPUs' free share and memory as an annotation of\n"
+        "                      this node's Node, for gpuslice-extender (needs API access)\n"
         "  -h, --help          this text\n";
 
 static struct wd_args wd_args = { .interval_ms = WD_DEFAULT_INTERVAL_MS,
@@ -157,6 +159,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { "overuse-policy", required_argument, NULL, 'O' },
                 { "overuse-grace", required_argument, NULL, 'A' },
                 { "kill-unsliced", no_argument, NULL, 'U' },
+                { "report-node", no_argument, NULL, 'Q' },
                 { "help", no_argument, NULL, 'h' },
                 { 0 },
         };
@@ -213,6 +216,9 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                         if (gs_overuse_policy_parse_str(optarg, &wd_args.policy) < 0)
                                 return fprintf(stderr, "gpusliced: --overuse-policy: '%s' is not "
                                                        "report, kill or evict\n", optarg), -EINVAL;
+                        break;
+                case 'Q':
+                        d->report_node = true;
                         break;
                 case 'U':
                         wd_args.kill_unsliced = true;
@@ -319,7 +325,13 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         if (d->dra.kubeconfig && !pods)
                 return fprintf(stderr, "gpusliced: --kubeconfig needs --kubelet or --dra\n"),
                        -EINVAL;
-        if (!d->dra.enabled && (d->dra.node_name || d->dra.cdi_dir ||
+        if (d->report_node && !pods)
+                return fprintf(stderr, "gpusliced: --report-node needs --kubelet or --dra\n"),
+                       -EINVAL;
+        if (d->dra.node_name && !d->dra.enabled && !d->report_node)
+                return fprintf(stderr, "gpusliced: --node-name needs --dra or --report-node\n"),
+                       -EINVAL;
+        if (!d->dra.enabled && (d->dra.cdi_dir ||
                                 d->dra.registry_dir || d->dra.plugin_dir))
                 return fprintf(stderr, "gpusliced: the DRA driver's options need --dra\n"),
                        -EINVAL;
@@ -452,6 +464,7 @@ int main(int argc, char **argv)
         daemon_thread_init(&d.kube_thread, "kubelet device plugin", kubelet_run);
         daemon_thread_init(&d.dra_thread, "DRA driver", dra_run);
         daemon_thread_init(&d.evict_thread, "evictor", evictor_run);
+        daemon_thread_init(&d.report_thread, "node reporter", reporter_run);
         d.kube.release_grace_s = -1;
         static char program[] = "gpusliced";
         gs_log_set_sink(node_log_stderr, program);
@@ -488,13 +501,15 @@ int main(int argc, char **argv)
                 d.loop.stop = true;
         if ((d.kube.enabled && daemon_thread_start(&d, &d.kube_thread) < 0) ||
             (d.dra.enabled && daemon_thread_start(&d, &d.dra_thread) < 0) ||
-            (evicting && daemon_thread_start(&d, &d.evict_thread) < 0))
+            (evicting && daemon_thread_start(&d, &d.evict_thread) < 0) ||
+            (d.report_node && daemon_thread_start(&d, &d.report_thread) < 0))
                 d.loop.stop = true;
         node_loop_run(&d.loop);
         metrics_stop(&d);
         daemon_thread_stop(&d, &d.kube_thread);
         daemon_thread_stop(&d, &d.dra_thread);
         daemon_thread_stop(&d, &d.evict_thread);
+        daemon_thread_stop(&d, &d.report_thread);
         node_lock(d.node);
         local_api_shutdown(&d);
         arbsrv_done(&d);

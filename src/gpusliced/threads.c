@@ -4,10 +4,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
+#include "apiserver.h"
 #include "log.h"
 
 static void *thread_main(void *arg)
@@ -91,4 +93,30 @@ void daemon_thread_stop(struct daemon *d, struct daemon_thread *t)
         close(t->done_wr);
         close(t->stop_rd);
         t->stop_wr = t->stop_rd = t->done_wr = t->done.fd = -1;
+}
+
+const char *daemon_node_name(const struct daemon *d, char *buf, size_t size)
+{
+        if (d->dra.node_name)
+                return d->dra.node_name;
+        const char *env = getenv("NODE_NAME"); /* the DaemonSet's downward API */
+        if (env && *env)
+                return env;
+        if (gethostname(buf, size) < 0)
+                return NULL;
+        buf[size - 1] = '\0';
+        return buf;
+}
+
+int daemon_apiserver(const struct daemon *d, struct apiserver **ret, struct gs_error **err)
+{
+        struct apiserver_config cfg;
+        int r = d->dra.kubeconfig
+                        ? apiserver_config_from_kubeconfig(d->dra.kubeconfig, NULL, &cfg, err)
+                        : apiserver_config_in_cluster(NULL, &cfg, err);
+        if (r == 0) {
+                r = apiserver_new(&cfg, ret, err);
+                apiserver_config_done(&cfg);
+        }
+        return r < 0 ? gs_error_wrap(err, "the API server") : 0;
 }

@@ -82,7 +82,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from k8s_models import Unavailable, find_node, node_modules  # noqa: F401 (Unavailable: re-exported)
 from apiserver_sim_rules import (STALE, ApiError, FieldErrors, already_exists, bad_quantities,
-                                 bad_request, check_resourceslice, conflict, field_selector,
+                                 FieldErrors, bad_request, check_annotations, check_resourceslice, conflict, field_selector,
                                  label_selector, merge_patch, not_found)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -754,6 +754,25 @@ class ApiServerSim:
 
     def _node_get(self, name, **_):
         return self._get(NODES, None, name)
+
+    def _node_patch(self, name, query, body, headers, **_):
+        """A merge patch of a Node (gpusliced --report-node writes one
+        annotation). Only metadata.annotations may change here: the stand-in
+        guards the rest, which kubelets own."""
+        patch, mode, warnings = self._decode(NODES, body, headers, query, patch=True)
+        old = self.store["nodes"].get((None, name))
+        if not old:
+            raise not_found(NODES.resource, NODES.group, name)
+        if set(patch) - {"metadata"} or set(patch.get("metadata") or {}) - {"annotations"}:
+            raise bad_request("the stand-in takes only metadata.annotations in a Node patch")
+        merged = merge_patch(json.loads(json.dumps(old)), patch)
+        invalid = FieldErrors()
+        check_annotations(merged["metadata"].get("annotations") or {}, invalid)
+        self._system_fields(merged, old)
+        hdrs = self._admit(NODES, merged, mode, warnings, old)
+        invalid.raise_invalid(NODES.kind, NODES.group, name)
+        self.store["nodes"][(None, name)] = merged
+        return 200, merged, hdrs
 
     def _pod_get(self, ns, name, **_):
         return self._get(PODS, ns, name)

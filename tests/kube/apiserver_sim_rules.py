@@ -122,6 +122,30 @@ class FieldErrors:
                        {"name": name, "group": group, "kind": kind, "causes": causes})
 
 
+# ValidateAnnotations (k8s.io/apimachinery/pkg/api/validation/objectmeta.go):
+# keys are qualified names, the total size of keys and values at most
+# TotalAnnotationSizeLimitB (256 KiB).
+QUALIFIED_NAME = re.compile(r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)$")
+DNS1123_SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
+
+
+def check_annotations(annotations, errs):
+    total = 0
+    for k, v in annotations.items():
+        prefix, _, nm = k.rpartition("/")
+        if (not QUALIFIED_NAME.match(nm) or len(nm) > 63 or
+                (prefix and (len(prefix) > 253 or not DNS1123_SUBDOMAIN.match(prefix)))):
+            errs.invalid("metadata.annotations", k, "name part must consist of alphanumeric "
+                         "characters, '-', '_' or '.'")
+        if not isinstance(v, str):
+            errs.invalid("metadata.annotations", k, "must be a string")
+            continue
+        total += len(k) + len(v)
+    if total > 256 * 1024:
+        errs.add("FieldValueTooLong", "metadata.annotations",
+                 "Too long: must have at most 262144 bytes")
+
+
 def shown(v):
     return json.dumps(v) if isinstance(v, str) else str(v).lower() if isinstance(v, bool) else str(v)
 

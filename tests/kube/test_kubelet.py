@@ -5,6 +5,7 @@ slices, a lost ListAndWatch stream. One scenario per ctest:
 python3 test_kubelet.py NAME. Needs gpusliced on simgpu (GS_KUBE_DAEMON)."""
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -246,17 +247,9 @@ def t_evict(node, dm):
     if not container_sim.can_unshare():
         print("SKIP: unshare -m is not permitted here")
         sys.exit(77)
-    api = ApiServerSim(os.path.join(node.tmp, "api"), os.environ["GS_NPM_DIR"])
-    os.makedirs(api.workdir)
-    try:
-        api.start()
-    except Unavailable as e:
-        print("SKIP: %s" % e)
-        sys.exit(77)
+    api = with_api(node)
     try:
         uid = api.put_pod("serving", "embedder-5d8")["metadata"]["uid"]
-        kc = api.kubeconfig(os.path.join(node.tmp, "kubeconfig"), token_file=api.token_file)
-        node.extra_args += ["--kubeconfig", kc]
         start(node, dm)
         out = dm.admit(Pod(uid, app=[("model", 200)], ns="serving", name="embedder-5d8"))
         ans = out["model"][1]
@@ -282,6 +275,65 @@ def t_evict(node, dm):
         api.stop()
 
 
+def with_api(node):
+    """The stand-in API server with this node's Node, and the daemon's
+    --kubeconfig for it; skips the test where it cannot run."""
+    api = ApiServerSim(os.path.join(node.tmp, "api"), os.environ["GS_NPM_DIR"])
+    os.makedirs(api.workdir)
+    try:
+        api.start()
+    except Unavailable as e:
+        print("SKIP: %s" % e)
+        sys.exit(77)
+    api.put_node("node-a")
+    kc = api.kubeconfig(os.path.join(node.tmp, "kubeconfig"), token_file=api.token_file)
+    node.extra_args += ["--kubeconfig", kc]
+    return api
+
+
+def t_report(node, dm):
+    """--report-node: the GPUs' free share and memory after every slice
+    (device plugin and local) as the Node's annotation gpuslice.io/gpus,
+    validated by the stand-in; the generation moves with the content; a
+    failing API server is retried."""
+    api = with_api(node)
+    node.extra_args += ["--report-node", "--node-name", "node-a"]
+    try:
+        start(node, dm)
+
+        def report():
+            a = (api.store["nodes"][(None, "node-a")]["metadata"].get("annotations") or {})
+            return json.loads(a["gpuslice.io/gpus"]) if "gpuslice.io/gpus" in a else None
+
+        wait_for(report, 15, "the first report")
+        r0 = report()
+        check([g["milli_free"] for g in r0["gpus"]] == [1000, 1000], "all free: %s" % r0)
+        g0 = r0["gpus"][0]
+        check(g0["uuid"] == node.uuids[0] and g0["healthy"] is True and
+              g0["memory_free"] == g0["memory_total"] == 16 * GIB, "GPU 0: %s" % g0)
+        check(re.match(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$", r0["time"]), r0["time"])
+        dm.admit(Pod("pod-r", app=[("serve", 300)]))
+        wait_for(lambda: sorted(g["milli_free"] for g in report()["gpus"]) == [700, 1000], 15,
+                 "the pod's 300 units in the report")
+        r1 = report()
+        check(r1["generation"] > r0["generation"], "the generation moved: %s" % r1)
+        # The API server fails for a while: the report is written once it works.
+        api.inject("/api/v1/nodes/node-a", count=6, method="PATCH", status=503)
+        local = subprocess.Popen([os.path.join(os.environ["GS_BUILD_DIR"], "src/cli/gpuslice"),
+                                  "run", "--sim", "--gpu", "200m", "--", "sleep", "60"],
+                                 env=node.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        try:
+            wait_for(lambda: sum(g["milli_free"] for g in report()["gpus"]) == 1500, 40,
+                     "the local slice in the report after the failures")
+            check(report()["generation"] > r1["generation"], "moved again")
+        finally:
+            local.terminate()
+            local.wait(timeout=10)
+        check("(retrying)" in open(node.log).read(), "the failure was logged")
+    finally:
+        api.stop()
+
+
 def fake_sysfs(node):
     root = os.path.join(node.tmp, "sys")
     for bus, numa in ((0x10, "1"), (0x11, "-1")):
@@ -300,6 +352,7 @@ SCENARIOS = {
     "reboot": (t_reboot, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), [])),
     "local_advertised": (t_local_advertised, ((("GPU-sim-0", 16 * GIB),), [])),
     "stream_end": (t_stream_end, ((("GPU-sim-0", 16 * GIB),), [])),
+    "report": (t_report, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), FAST)),
     "evict": (t_evict, ((("GPU-sim-0", 16 * GIB),),
                         FAST + ["--overuse-policy", "evict", "--overuse-grace", "1000"])),
     "topology": (t_topology, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), None)),
