@@ -139,6 +139,10 @@ try:
               "free_memory")
         check(one(samples, "gpuslice_gpu_slices", **lab) == len(g["slices"]), "gpu slices")
         check(one(samples, "gpuslice_gpu_healthy", **lab) == 1, "healthy")
+        # Nothing ran kernels: NVML's utilisation is simgpu's idle device.
+        util = one(samples, "gpuslice_gpu_utilization_ratio", **lab)
+        check(util == 0 if truth[g["uuid"]]["busy_ns"] == 0 else 0 <= util <= 1,
+              "utilisation %r, simgpu-smi busy_ns %r" % (util, truth[g["uuid"]]["busy_ns"]))
         for s in g["slices"]:
             sl = {"slice": s["id"], "name": s["name"], "kind": "local", **lab}
             check(one(samples, "gpuslice_slice_info", policy=s["policy"], **sl) == 1, "info")
@@ -153,6 +157,8 @@ try:
                 check(got == s["memory_used"], "slice used vs ls")
             check(one(samples, "gpuslice_slice_gpu_time_seconds_total", **sl) >= 0, "gpu time")
             check(one(samples, "gpuslice_slice_leases_total", **sl) >= 0, "leases")
+            # Holders of memory that never launch: no wait for the gate.
+            check(one(samples, "gpuslice_slice_gate_wait_seconds_total", **sl) == 0, "gate wait")
 
     # promtool's checks (format and lint) pass.
     r = subprocess.run([PROMTOOL, "check", "metrics"], input=text, capture_output=True,
