@@ -93,24 +93,9 @@ static CUresult ctx_new(CUdevice ordinal, unsigned flags, bool primary, struct C
                 return r;
         }
         sim_lock(st);
-        int slot = -1;
-        for (int i = 0; i < SIM_MAX_CTXS; i++)
-                if (!st->ctx[i].in_use) {
-                        slot = i;
-                        break;
-                }
-        if (slot >= 0) {
-                struct sim_ctx_rec *x = &st->ctx[slot];
-                uint64_t seq = x->enq_seq; /* keep sequence numbers monotonic per slot */
-                x->in_use = 1;
-                x->proc = sim_g.proc;
-                x->dev = phys;
-                x->head = 0;
-                x->count = 0;
-                x->enq_seq = x->done_seq = seq;
-                x->busy_ns = 0;
+        int slot = sim_ctx_alloc(st, sim_g.proc, phys);
+        if (slot >= 0)
                 st->proc[sim_g.proc].nctx[phys]++;
-        }
         sim_unlock(st);
         if (slot < 0) {
                 sim_uncharge(phys, st->ctx_overhead);

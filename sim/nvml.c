@@ -278,7 +278,7 @@ static void mem_of(int i, unsigned long long *total, unsigned long long *used)
 {
         struct sim_state *st = att.st;
         sim_lock(st);
-        sim_reap(st, true);
+        sim_reap_dev(st, i);
         *total = st->dev[i].total;
         *used = st->dev[i].used;
         sim_unlock(st);
@@ -348,8 +348,8 @@ static unsigned procs_of(int dev, unsigned cap, unsigned *pids, unsigned long lo
         struct sim_state *st = att.st;
         unsigned n = 0;
         sim_lock(st);
-        sim_reap(st, true);
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        sim_reap_dev(st, dev);
+        for (int p = 0; p < sim_proc_slots(st); p++) {
                 const struct sim_proc_rec *pr = &st->proc[p];
                 if (pr->state != SIM_PROC_ALIVE || pr->nctx[dev] == 0)
                         continue;
@@ -429,7 +429,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
         uint64_t wall_us = realtime_us();
         sim_lock(st);
         uint64_t now = sim_now_ns();
-        sim_reap(st, true);
+        sim_reap_dev(st, i);
         sim_advance(st, i, now);
         /* the window: since last_seen (wall-clock us), at most the last second */
         uint64_t from = now > 1000000000ull ? now - 1000000000ull : 0;
@@ -440,7 +440,7 @@ EXPORT nvmlReturn_t nvmlDeviceGetProcessUtilization(nvmlDevice_t d,
                         from = t;
         }
         unsigned n = 0;
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        for (int p = 0; p < sim_proc_slots(st); p++) {
                 const struct sim_proc_rec *pr = &st->proc[p];
                 if (pr->state != SIM_PROC_ALIVE || pr->nctx[i] == 0)
                         continue;

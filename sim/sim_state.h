@@ -24,10 +24,14 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x31555047534d4953ULL /* "SIMGPU1" */
-#define SIM_STATE_VERSION 1u
+#define SIM_STATE_VERSION 2u
 #define SIM_MAX_DEVICES 16
-#define SIM_MAX_PROCS 256
-#define SIM_MAX_CTXS 256
+/* Processes and contexts machine-wide: 8 GPUs x 64 processes with one
+ * context each, and room to spare. The file is sparse and its records are
+ * used lowest slot first, so what is never used costs no memory, and scans
+ * stop at the high-water marks proc_slots and ctx_slots. */
+#define SIM_MAX_PROCS 1024
+#define SIM_MAX_CTXS 1024
 #define SIM_QUEUE_MAX 4096
 #define SIM_MAX_EVENTS 4096
 #define SIM_SNAPS 32
@@ -115,6 +119,10 @@ struct sim_state {
         uint32_t pad1;
         uint64_t created_ns;
         uint64_t next_reap_ns;
+        /* High-water marks: no record at or above them was ever used (they
+         * only grow). Read them through sim_proc_slots / sim_ctx_slots. */
+        uint32_t proc_slots;
+        uint32_t ctx_slots;
         struct sim_dev_rec dev[SIM_MAX_DEVICES];
         struct sim_proc_rec proc[SIM_MAX_PROCS];
         struct sim_event_rec ev[SIM_MAX_EVENTS];
@@ -180,6 +188,22 @@ uint64_t sim_now_ns(void);
 /* Start time of pid from /proc (0 if unreadable). */
 uint64_t sim_proc_start_time(pid_t pid);
 
+/* Under the lock: how many process / context records to scan (the
+ * high-water mark, never above the table: the file is shared, so it is
+ * clamped rather than trusted). */
+static inline int sim_proc_slots(const struct sim_state *st)
+{
+        return st->proc_slots < SIM_MAX_PROCS ? (int)st->proc_slots : SIM_MAX_PROCS;
+}
+static inline int sim_ctx_slots(const struct sim_state *st)
+{
+        return st->ctx_slots < SIM_MAX_CTXS ? (int)st->ctx_slots : SIM_MAX_CTXS;
+}
+
+/* Under the lock: takes the lowest free context record for process slot
+ * proc on device dev. Returns the slot, or -1 when all are in use. */
+int sim_ctx_alloc(struct sim_state *st, int proc, int dev);
+
 /* Under the lock: registers the calling process (or finds its record).
  * Returns the slot or SIM_E_FULL. */
 int sim_proc_register(struct sim_state *st);
@@ -188,6 +212,12 @@ int sim_proc_register(struct sim_state *st);
  * events and queued work. force=false does it only when the periodic reap
  * is due. Returns the number reaped. */
 int sim_reap(struct sim_state *st, bool force);
+
+/* Under the lock: the forced reap of only the processes with a context or
+ * memory on device dev, for answers about that device (NVML's per-device
+ * queries): the same certainty for what the answer shows, without reading
+ * /proc for the processes of every other GPU. Returns the number reaped. */
+int sim_reap_dev(struct sim_state *st, int dev);
 
 /* Under the lock: true when the process record is of a live process. */
 bool sim_proc_alive(const struct sim_proc_rec *p);

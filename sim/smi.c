@@ -41,7 +41,7 @@ static void print_json(struct sim_state *st)
         }
         printf("  ],\n  \"processes\": [\n");
         bool first = true;
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        for (int p = 0; p < sim_proc_slots(st); p++) {
                 const struct sim_proc_rec *pr = &st->proc[p];
                 if (pr->state == SIM_PROC_FREE)
                         continue;
@@ -72,7 +72,7 @@ static void print_table(struct sim_state *st)
         }
         printf("\n%-8s %-4s %-6s %12s %14s %5s\n", "PID", "GPU", "ALIVE", "MEM MiB", "BUSY ms",
                "CTXS");
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        for (int p = 0; p < sim_proc_slots(st); p++) {
                 const struct sim_proc_rec *pr = &st->proc[p];
                 if (pr->state == SIM_PROC_FREE)
                         continue;
@@ -138,7 +138,7 @@ int main(int argc, char **argv)
                 print_json(st);
         } else if (strcmp(cmd, "--reset") == 0) {
                 int live = 0;
-                for (int p = 0; p < SIM_MAX_PROCS; p++)
+                for (int p = 0; p < sim_proc_slots(st); p++)
                         live += st->proc[p].state == SIM_PROC_ALIVE;
                 if (live) {
                         fprintf(stderr, "simgpu-smi: %d live process(es) use the state; not reset\n",

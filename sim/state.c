@@ -38,9 +38,11 @@ uint64_t sim_proc_start_time(pid_t pid)
         return sim_parse_u64_prefix(p, &v, NULL) == 0 ? v : 0;
 }
 
+/* st is the mapping of a file just created by ftruncate, so every byte is
+ * already zero: only the header and the device records are written, and
+ * the process and context tables (most of the file) stay holes until used. */
 static void init_state(struct sim_state *st, const struct sim_config *cfg)
 {
-        memset(st, 0, sizeof(*st));
         st->version = SIM_STATE_VERSION;
         st->total_size = sizeof(*st);
         pthread_mutexattr_t ma;
@@ -171,16 +173,17 @@ void sim_state_detach(struct sim_attach *a)
 static void repair(struct sim_state *st)
 {
         sim_log("lock owner died; repairing state");
+        int n_procs = sim_proc_slots(st), n_ctxs = sim_ctx_slots(st);
         for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
                 uint64_t used = 0;
-                for (unsigned p = 0; p < SIM_MAX_PROCS; p++)
+                for (int p = 0; p < n_procs; p++)
                         if (st->proc[p].state == SIM_PROC_ALIVE)
                                 used += st->proc[p].used[d];
                 st->dev[d].used = used;
-                if (st->dev[d].cur_ctx >= SIM_MAX_CTXS)
+                if (st->dev[d].cur_ctx >= n_ctxs)
                         st->dev[d].cur_ctx = -1;
         }
-        for (unsigned c = 0; c < SIM_MAX_CTXS; c++) {
+        for (int c = 0; c < n_ctxs; c++) {
                 struct sim_ctx_rec *x = &st->ctx[c];
                 if (x->count > SIM_QUEUE_MAX || x->head >= SIM_QUEUE_MAX) {
                         x->count = 0;
@@ -219,8 +222,8 @@ int sim_proc_register(struct sim_state *st)
 {
         pid_t pid = getpid();
         uint64_t start = sim_proc_start_time(pid);
-        int free_slot = -1, exited_slot = -1;
-        for (int i = 0; i < SIM_MAX_PROCS; i++) {
+        int free_slot = -1, exited_slot = -1, n = sim_proc_slots(st);
+        for (int i = 0; i < n; i++) {
                 struct sim_proc_rec *p = &st->proc[i];
                 if (p->state == SIM_PROC_ALIVE && p->pid == pid && p->start_time == start)
                         return i;
@@ -229,15 +232,21 @@ int sim_proc_register(struct sim_state *st)
                 if (p->state == SIM_PROC_EXITED && exited_slot < 0)
                         exited_slot = i;
         }
+        /* The lowest free record (records above the mark are all free),
+         * then the oldest exited one, whose figures are given up. */
+        if (free_slot < 0 && n < SIM_MAX_PROCS)
+                free_slot = n;
         int s = free_slot >= 0 ? free_slot : exited_slot;
         if (s < 0) {
                 sim_reap(st, true);
-                for (int i = 0; i < SIM_MAX_PROCS && s < 0; i++)
+                for (int i = 0; i < n && s < 0; i++)
                         if (st->proc[i].state != SIM_PROC_ALIVE)
                                 s = i;
                 if (s < 0)
                         return SIM_E_FULL;
         }
+        if (s >= n)
+                st->proc_slots = (uint32_t)s + 1;
         struct sim_proc_rec *p = &st->proc[s];
         memset(p, 0, sizeof(*p));
         p->pid = pid;
@@ -255,7 +264,7 @@ static void reap_one(struct sim_state *st, int p)
 {
         struct sim_proc_rec *pr = &st->proc[p];
         sim_log("reaping dead process %d", pr->pid);
-        for (int c = 0; c < SIM_MAX_CTXS; c++)
+        for (int c = 0; c < sim_ctx_slots(st); c++)
                 if (st->ctx[c].in_use && st->ctx[c].proc == p)
                         sim_ctx_release(st, c);
         for (int e = 0; e < SIM_MAX_EVENTS; e++)
@@ -270,26 +279,48 @@ static void reap_one(struct sim_state *st, int p)
         pr->state = SIM_PROC_EXITED; /* busy figures stay readable until reused */
 }
 
+/* Whether process record p is to be checked for a device-dev answer (every
+ * live one when dev < 0). */
+static bool reap_candidate(const struct sim_proc_rec *p, int dev)
+{
+        if (p->state != SIM_PROC_ALIVE)
+                return false;
+        return dev < 0 || p->nctx[dev] || p->used[dev];
+}
+
+/* Reaps the dead among the candidates for dev. Each is checked once: its
+ * death is decided before the timelines are advanced (to charge what ran
+ * before it), and only those are reaped after. */
+static int reap_some(struct sim_state *st, int dev, uint64_t now)
+{
+        uint8_t dead[SIM_MAX_PROCS];
+        int n_procs = sim_proc_slots(st), n = 0;
+        for (int p = 0; p < n_procs; p++) {
+                dead[p] = reap_candidate(&st->proc[p], dev) && !sim_proc_alive(&st->proc[p]);
+                n += dead[p];
+        }
+        if (!n)
+                return 0;
+        /* charge what ran before the death, then return the resources */
+        sim_advance_all(st, now);
+        for (int p = 0; p < n_procs; p++)
+                if (dead[p])
+                        reap_one(st, p);
+        return n;
+}
+
 int sim_reap(struct sim_state *st, bool force)
 {
         uint64_t now = sim_now_ns();
         if (!force && now < st->next_reap_ns)
                 return 0;
         st->next_reap_ns = now + SIM_REAP_PERIOD_NS;
-        bool any = false;
-        for (int p = 0; p < SIM_MAX_PROCS; p++)
-                if (st->proc[p].state == SIM_PROC_ALIVE && !sim_proc_alive(&st->proc[p]))
-                        any = true;
-        if (!any)
+        return reap_some(st, -1, now);
+}
+
+int sim_reap_dev(struct sim_state *st, int dev)
+{
+        if (dev < 0 || dev >= SIM_MAX_DEVICES)
                 return 0;
-        /* charge what ran before the death, then return the resources */
-        sim_advance_all(st, now);
-        int n = 0;
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
-                if (st->proc[p].state == SIM_PROC_ALIVE && !sim_proc_alive(&st->proc[p])) {
-                        reap_one(st, p);
-                        n++;
-                }
-        }
-        return n;
+        return reap_some(st, dev, sim_now_ns());
 }

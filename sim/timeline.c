@@ -32,11 +32,15 @@ static void complete_head(struct sim_state *st, int c, uint64_t t)
         x->count--;
 }
 
-/* Next context after `from` (cyclically) on dev with pending work, or -1. */
+/* Next context after `from` (cyclically, over the records ever used; -1:
+ * from the first) on dev with pending work, or -1. */
 static int next_ctx(const struct sim_state *st, int dev, int from)
 {
-        for (int k = 1; k <= SIM_MAX_CTXS; k++) {
-                int c = (from + k + SIM_MAX_CTXS) % SIM_MAX_CTXS;
+        int n = sim_ctx_slots(st);
+        if (from < 0 || from >= n)
+                from = n - 1;
+        for (int k = 1; k <= n; k++) {
+                int c = (from + k) % n;
                 const struct sim_ctx_rec *x = &st->ctx[c];
                 if (x->in_use && x->dev == dev && x->count)
                         return c;
@@ -52,7 +56,7 @@ static void snapshot(struct sim_state *st, int dev)
         d->last_snap_ns = d->now_ns;
         d->snaps[d->snap_head % SIM_SNAPS] = (struct sim_snap){ d->now_ns, d->busy_ns };
         d->snap_head++;
-        for (int p = 0; p < SIM_MAX_PROCS; p++) {
+        for (int p = 0; p < sim_proc_slots(st); p++) {
                 struct sim_proc_rec *pr = &st->proc[p];
                 if (pr->state != SIM_PROC_ALIVE || !pr->nctx[dev])
                         continue;
@@ -70,7 +74,7 @@ void sim_advance(struct sim_state *st, int dev, uint64_t now)
                 bool runnable = c >= 0 && st->ctx[c].in_use && st->ctx[c].dev == dev &&
                                 st->ctx[c].count;
                 if (!runnable || d->now_ns >= d->slice_end) {
-                        int n = next_ctx(st, dev, c < 0 ? SIM_MAX_CTXS - 1 : c);
+                        int n = next_ctx(st, dev, c);
                         if (n < 0) {
                                 d->cur_ctx = -1;
                                 d->now_ns = now;
@@ -117,7 +121,7 @@ void sim_advance(struct sim_state *st, int dev, uint64_t now)
                 complete_head(st, c, d->now_ns);
         if (c < 0) {
                 /* idle device: pick up markers waiting in any queue */
-                for (int k = 0; k < SIM_MAX_CTXS; k++) {
+                for (int k = 0; k < sim_ctx_slots(st); k++) {
                         struct sim_ctx_rec *x = &st->ctx[k];
                         if (!x->in_use || x->dev != dev)
                                 continue;
@@ -157,6 +161,30 @@ uint64_t sim_pending_ns(const struct sim_state *st, int c, uint64_t seq)
                 sum += w->remaining_ns;
         }
         return sum;
+}
+
+int sim_ctx_alloc(struct sim_state *st, int proc, int dev)
+{
+        int n = sim_ctx_slots(st), slot = -1;
+        for (int i = 0; i < n && slot < 0; i++)
+                if (!st->ctx[i].in_use)
+                        slot = i;
+        if (slot < 0 && n < SIM_MAX_CTXS)
+                slot = n; /* records above the mark are all free */
+        if (slot < 0)
+                return -1;
+        if (slot >= n)
+                st->ctx_slots = (uint32_t)slot + 1;
+        struct sim_ctx_rec *x = &st->ctx[slot];
+        uint64_t seq = x->enq_seq; /* keep sequence numbers monotonic per slot */
+        x->in_use = 1;
+        x->proc = proc;
+        x->dev = dev;
+        x->head = 0;
+        x->count = 0;
+        x->enq_seq = x->done_seq = seq;
+        x->busy_ns = 0;
+        return slot;
 }
 
 void sim_ctx_release(struct sim_state *st, int c)
