@@ -106,6 +106,13 @@ struct gs_cp_model *gs_cp_model_free(struct gs_cp_model *m);
  * copied. 0, or -ENOMEM (the model is unchanged). */
 int gs_cp_model_observe(struct gs_cp_model *m, const struct gs_cp_pod *p);
 
+/* Keep only the most common shapes, as FGD's "typical pods" do: shapes
+ * keyed by (GPU count, share, CPU, models), most frequent first, until they
+ * account for at least `share` (0..1; the FGD simulator uses 0.95) of the
+ * pods observed; the others are dropped. Later observations add shapes
+ * again. */
+void gs_cp_model_keep_popular(struct gs_cp_model *m, double share);
+
 /* Number of pods observed so far. */
 uint64_t gs_cp_model_count(const struct gs_cp_model *m);
 
