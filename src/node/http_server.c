@@ -29,6 +29,16 @@ struct route {
         char content_type[HTTP_TYPE_MAX];
         node_http_fn fn;
         void *ctx;
+        node_http_post_fn post;
+        size_t body_max;
+};
+
+/* A POST being received: its route and its body so far. */
+struct upload {
+        const struct route *rt;
+        char *buf;
+        size_t len, cap;
+        bool too_large;
 };
 
 struct node_http {
@@ -116,27 +126,30 @@ static enum MHD_Result answer(struct MHD_Connection *c, unsigned status, const c
         return r;
 }
 
-/* Every request is answered on the first call, before any body is read:
- * nothing served here takes one. */
-static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
-                                  const char *method, const char *version, const char *upload,
-                                  size_t *upload_size, void **con_cls)
+static enum MHD_Result send_body(struct MHD_Connection *c, unsigned status, const char *type,
+                                 char *body, size_t len)
 {
-        struct node_http *h = cls;
-        (void)version;
-        (void)upload;
-        (void)upload_size;
-        (void)con_cls;
-        const struct route *rt = NULL;
-        for (size_t i = 0; i < h->n_routes; i++)
-                if (strcmp(url, h->routes[i].path) == 0)
-                        rt = &h->routes[i];
-        if (!rt)
-                return answer(c, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
-        bool head = strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
-        if (!head && strcmp(method, MHD_HTTP_METHOD_GET) != 0)
-                return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET or HEAD\n",
-                              "GET, HEAD");
+        struct MHD_Response *resp =
+                MHD_create_response_from_buffer(len, body ? body : (void *)"",
+                                                body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
+        if (!resp) {
+                free(body);
+                return MHD_NO;
+        }
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, type);
+        enum MHD_Result ret = MHD_queue_response(c, status, resp);
+        MHD_destroy_response(resp);
+        return ret;
+}
+
+static const char *allowed_methods(const struct route *rt)
+{
+        return rt->fn && rt->post ? "GET, HEAD, POST" : rt->post ? "POST" : "GET, HEAD";
+}
+
+static enum MHD_Result serve_get(struct node_http *h, struct MHD_Connection *c,
+                                 const struct route *rt)
+{
         char *body = NULL;
         size_t len = 0;
         int r = rt->fn(rt->ctx, &body, &len);
@@ -145,17 +158,131 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                 gs_log_warn("%s: %s failed: %s", h->what, rt->path, strerror(-r));
                 return answer(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal error\n", NULL);
         }
-        struct MHD_Response *resp =
-                MHD_create_response_from_buffer(len, body ? body : (void *)"",
-                                                body ? MHD_RESPMEM_MUST_FREE : MHD_RESPMEM_PERSISTENT);
-        if (!resp) {
-                free(body);
+        return send_body(c, MHD_HTTP_OK, rt->content_type, body, len);
+}
+
+static enum MHD_Result too_large(struct MHD_Connection *c, const struct route *rt)
+{
+        char msg[96];
+        snprintf(msg, sizeof(msg), "request body over %zu bytes\n", rt->body_max);
+        char *copy = strdup(msg);
+        if (!copy)
+                return MHD_NO;
+        return send_body(c, 413u /* Content Too Large */, "text/plain; charset=utf-8", copy,
+                         strlen(copy));
+}
+
+/* The first call of a POST: refuse a declared length over the bound before
+ * reading any of the body, else start collecting it. */
+static enum MHD_Result post_begin(struct MHD_Connection *c, const struct route *rt,
+                                  void **con_cls)
+{
+        const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Content-Length");
+        uint64_t declared = 0;
+        if (cl && gs_u64_parse_str(cl, UINT64_MAX, &declared) == 0 && declared > rt->body_max)
+                return too_large(c, rt);
+        struct upload *u = calloc(1, sizeof(*u));
+        if (!u)
+                return MHD_NO;
+        u->rt = rt;
+        u->cap = cl && declared ? (size_t)declared + 1 : 4096;
+        if (!(u->buf = malloc(u->cap))) {
+                free(u);
                 return MHD_NO;
         }
-        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE, rt->content_type);
-        enum MHD_Result ret = MHD_queue_response(c, MHD_HTTP_OK, resp);
-        MHD_destroy_response(resp);
-        return ret;
+        *con_cls = u;
+        return MHD_YES;
+}
+
+/* 0, 1 when the body went over its bound, or -ENOMEM. */
+static int upload_append(struct upload *u, const char *data, size_t n)
+{
+        if (n > u->rt->body_max - u->len) {
+                u->too_large = true;
+                return 1;
+        }
+        if (u->len + n + 1 > u->cap) {
+                size_t cap = u->cap;
+                while (cap < u->len + n + 1)
+                        cap *= 2;
+                char *m = realloc(u->buf, cap);
+                if (!m)
+                        return -ENOMEM;
+                u->buf = m;
+                u->cap = cap;
+        }
+        memcpy(u->buf + u->len, data, n);
+        u->len += n;
+        return 0;
+}
+
+static enum MHD_Result post_finish(struct node_http *h, struct MHD_Connection *c,
+                                   struct upload *u)
+{
+        const struct route *rt = u->rt;
+        u->buf[u->len] = '\0';
+        unsigned status = MHD_HTTP_OK;
+        char *body = NULL;
+        size_t len = 0;
+        int r = rt->post(rt->ctx, u->buf, u->len, &status, &body, &len);
+        if (r < 0) {
+                free(body);
+                gs_log_warn("%s: POST %s failed: %s", h->what, rt->path, strerror(-r));
+                return answer(c, MHD_HTTP_INTERNAL_SERVER_ERROR, "internal error\n", NULL);
+        }
+        return send_body(c, status, rt->content_type, body, len);
+}
+
+/* A GET or HEAD is answered on the first call, before any body is read; a
+ * POST is collected over the calls that carry its body (bounded) and
+ * answered on the last one. */
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const char *url,
+                                  const char *method, const char *version, const char *upload,
+                                  size_t *upload_size, void **con_cls)
+{
+        struct node_http *h = cls;
+        (void)version;
+        struct upload *u = *con_cls;
+        if (u && u->too_large) {
+                *upload_size = 0; /* answered already; the rest is dropped */
+                return MHD_YES;
+        }
+        if (u) {
+                if (*upload_size == 0)
+                        return post_finish(h, c, u);
+                int r = upload_append(u, upload, *upload_size);
+                *upload_size = 0;
+                /* Over the bound: answered now, the connection closed after. */
+                return r < 0 ? MHD_NO : r > 0 ? too_large(c, u->rt) : MHD_YES;
+        }
+        const struct route *rt = NULL;
+        for (size_t i = 0; i < h->n_routes; i++)
+                if (strcmp(url, h->routes[i].path) == 0)
+                        rt = &h->routes[i];
+        if (!rt)
+                return answer(c, MHD_HTTP_NOT_FOUND, "not found\n", NULL);
+        bool get = strcmp(method, MHD_HTTP_METHOD_GET) == 0 ||
+                   strcmp(method, MHD_HTTP_METHOD_HEAD) == 0;
+        if (get && rt->fn)
+                return serve_get(h, c, rt);
+        if (strcmp(method, MHD_HTTP_METHOD_POST) == 0 && rt->post)
+                return post_begin(c, rt, con_cls);
+        return answer(c, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed\n",
+                      allowed_methods(rt));
+}
+
+static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+        (void)cls;
+        (void)c;
+        (void)toe;
+        struct upload *u = *con_cls;
+        if (u) {
+                free(u->buf);
+                free(u);
+                *con_cls = NULL;
+        }
 }
 
 static void format_addr(const struct sockaddr_storage *ss, char *buf, size_t size)
@@ -222,6 +349,15 @@ int node_http_start(const char *what, const char *listen_text,
                 }
                 rt->fn = routes[i].fn;
                 rt->ctx = routes[i].ctx;
+                rt->post = routes[i].post;
+                rt->body_max = routes[i].body_max;
+                if ((!rt->fn && !rt->post) ||
+                    (rt->post && (rt->body_max == 0 || rt->body_max > NODE_HTTP_BODY_MAX_LIMIT))) {
+                        free(h);
+                        return gs_error_set(err, -EINVAL, "%s: route %s: no method, or a body "
+                                            "bound outside 1..%u", what, rt->path,
+                                            NODE_HTTP_BODY_MAX_LIMIT);
+                }
         }
         h->n_routes = n;
         struct sockaddr_storage ss;
@@ -234,12 +370,13 @@ int node_http_start(const char *what, const char *listen_text,
         if (ss.ss_family == AF_INET6)
                 flags |= MHD_USE_IPv6;
         h->mhd = MHD_start_daemon(
-                flags, 0, NULL, NULL, on_request, h, MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
+                flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                MHD_OPTION_LISTEN_SOCKET, (MHD_socket)fd,
                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)NODE_HTTP_MAX_CONNS,
                 MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)NODE_HTTP_MAX_PER_IP,
                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)NODE_HTTP_TIMEOUT_S,
                 MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)NODE_HTTP_REQUEST_MAX,
-                MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h, MHD_OPTION_END);
+                MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_END);
         if (!h->mhd) {
                 close(fd);
                 free(h);

@@ -1,14 +1,17 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* A small, bounded HTTP server for a daemon's read-only endpoints
- * (/metrics): libmicrohttpd in a thread of its own, so that no client, slow
- * or malformed, can hold up the daemon's event loop. Only GET and HEAD of
- * registered paths are served (405 with Allow for other methods, 404 for
- * other paths). Bounds: NODE_HTTP_MAX_CONNS connections in all,
- * NODE_HTTP_MAX_PER_IP from one address, NODE_HTTP_TIMEOUT_S of inactivity
- * (a client that stalls mid-request is dropped), and NODE_HTTP_REQUEST_MAX
- * bytes of request (line and headers; larger requests are refused by
- * libmicrohttpd). A route's function runs in the server's thread; what it
- * reads of the node it reads under the node's lock, briefly. */
+/* A small, bounded HTTP server for a daemon's endpoints (/metrics, the
+ * scheduler extender's verbs): libmicrohttpd in a thread of its own, so
+ * that no client, slow or malformed, can hold up the daemon's event loop.
+ * A route serves GET and HEAD (`fn`), POST with a body (`post`), or both;
+ * other methods get 405 with Allow, other paths 404. Bounds:
+ * NODE_HTTP_MAX_CONNS connections in all, NODE_HTTP_MAX_PER_IP from one
+ * address, NODE_HTTP_TIMEOUT_S of inactivity (a client that stalls
+ * mid-request, body included, is dropped), NODE_HTTP_REQUEST_MAX bytes of
+ * request line and headers (larger requests are refused by libmicrohttpd)
+ * and the route's `body_max` bytes of POST body (413 beyond, before the
+ * body is read when Content-Length says so). A route's function runs in
+ * the server's thread, one request at a time; what it reads of the node it
+ * reads under the node's lock, briefly. */
 #ifndef GS_NODE_HTTP_SERVER_H
 #define GS_NODE_HTTP_SERVER_H
 
@@ -28,11 +31,22 @@
  * and *len, or a negative errno (answered 500, logged). */
 typedef int (*node_http_fn)(void *ctx, char **body, size_t *len);
 
+/* Answer a POST whose whole body is body[0..len) (NUL-terminated at
+ * body[len] for convenience; it may hold NULs of its own): 0 with *status
+ * (the HTTP status to send), *resp (malloc'd; the server frees it) and
+ * *resp_len, or a negative errno (answered 500, logged). */
+typedef int (*node_http_post_fn)(void *ctx, const char *body, size_t len, unsigned *status,
+                                 char **resp, size_t *resp_len);
+
+#define NODE_HTTP_BODY_MAX_LIMIT (64u << 20) /* the most body_max may be */
+
 struct node_http_route {
         const char *path;         /* exact path, e.g. "/metrics" (copied) */
-        const char *content_type; /* copied */
-        node_http_fn fn;
+        const char *content_type; /* of the route's answers (copied) */
+        node_http_fn fn;          /* GET and HEAD, or NULL */
         void *ctx;
+        node_http_post_fn post;   /* POST, or NULL */
+        size_t body_max;          /* POST: bodies above this are answered 413 (1..LIMIT) */
 };
 
 struct node_http;
