@@ -43,7 +43,10 @@ try:
                              ("memory", 1 << 30), ("policy", "cap")])
     check(t == REPLY | CREATE, "create long: %r" % (rep,))
 
-    # --json against ls --json.
+    # --json against ls --json, once the arbiter has a second of samples of both
+    # (before, one could be measured and the other not yet).
+    w.wait_for(lambda: all(s.get("gpu_time") is not None for s in w.slices()), timeout=10,
+               what="both slices measured")
     r = w.cli("top", "--json")
     check(r.returncode == 0, "top --json: %d %r" % (r.returncode, r.stderr))
     top = json.loads(r.stdout)
