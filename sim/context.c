@@ -94,6 +94,8 @@ static CUresult ctx_new(CUdevice ordinal, unsigned flags, bool primary, struct C
         }
         sim_lock(st);
         int slot = sim_ctx_alloc(st, sim_g.proc, phys);
+        if (slot < 0 && sim_reap(st, true) > 0) /* a dead process may hold one */
+                slot = sim_ctx_alloc(st, sim_g.proc, phys);
         if (slot >= 0)
                 st->proc[sim_g.proc].nctx[phys]++;
         sim_unlock(st);
