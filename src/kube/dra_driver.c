@@ -184,6 +184,7 @@ static int make_shares(struct dra_driver *d, const struct dra_claim *c,
                                             .memory = whole ? 0 : sh->memory,
                                             .has_policy = sh->has_policy,
                                             .policy = sh->policy,
+                                            .overuse = sh->overuse,
                                             .allowed_gpus = 1ull << pos,
                                             .claim = &claim };
                 struct gs_slice s;

@@ -86,7 +86,7 @@ class Node:
         return self.slice()["spec"]["devices"][i]
 
     def claim(self, name, milli, memory=None, policy=None, device=None, share=True,
-              subrequest=None, reserved_for=None):
+              subrequest=None, reserved_for=None, overuse=None):
         """A claim the stand-in scheduler allocated on this node's GPU (with
         subrequest: from a firstAvailable list, that subrequest chosen)."""
         dev = device or self.device()["name"]
@@ -99,10 +99,10 @@ class Node:
         if share:
             res["shareID"] = str(uuid.uuid4())
         config = None
-        if policy:
-            config = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": {
-                "apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "SliceConfig",
-                "policy": policy}}}]
+        if policy or overuse:
+            params = {"apiVersion": "gpu.gpuslice.io/v1alpha1", "kind": "SliceConfig"}
+            params.update({k: v for k, v in (("policy", policy), ("overuse", overuse)) if v})
+            config = [{"requests": ["gpu"], "opaque": {"driver": DRIVER, "parameters": params}}]
         req = {"name": "gpu", "deviceClassName": DRIVER, "capacity": cap}
         if subrequest:
             req["subrequests"] = ["large", subrequest]
@@ -452,6 +452,18 @@ def t_evict(node):
     check(any("claim ml/late-claim" in m for m in msgs), "through its claim: %s" % msgs)
     late_p.kill()
     late_p.wait()
+    # A claim whose config says overuse: kill is killed, not evicted, under
+    # the daemon's evict.
+    pods["own"] = node.api.put_pod("ml", "own")["metadata"]["uid"]
+    own = node.claim("own-claim", 200, GIB, overuse="kill",
+                     reserved_for=[{"resource": "pods", "name": "own", "uid": pods["own"]}])
+    own_p = hold(node, spec(own), 3 * GIB, shim=False)
+    try:
+        own_p.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        fail("the claim's own policy kill was not applied")
+    check(own_p.returncode in (-9, 137), "SIGKILL: %s" % own_p.returncode)
+    check(("ml", "own") not in node.api.evictions, "its own policy, not the daemon's evict")
 
 
 SCENARIOS = {"slice": t_slice, "three_claims": t_three_claims, "restart": t_restart,
