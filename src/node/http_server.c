@@ -244,7 +244,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
         (void)version;
         struct upload *u = *con_cls;
         if (u && u->too_large) {
-                *upload_size = 0; /* answered already; the rest is dropped */
+                /* Over the bound: what is left is read and dropped, and the
+                 * request answered 413 once it is all in (libmicrohttpd
+                 * cannot answer a chunked body midway). */
+                if (*upload_size == 0)
+                        return too_large(c, u->rt);
+                *upload_size = 0;
                 return MHD_YES;
         }
         if (u) {
@@ -252,8 +257,11 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c, const cha
                         return post_finish(h, c, u);
                 int r = upload_append(u, upload, *upload_size);
                 *upload_size = 0;
-                /* Over the bound: answered now, the connection closed after. */
-                return r < 0 ? MHD_NO : r > 0 ? too_large(c, u->rt) : MHD_YES;
+                if (r > 0) {
+                        free(u->buf);
+                        u->buf = NULL;
+                }
+                return r < 0 ? MHD_NO : MHD_YES;
         }
         const struct route *rt = NULL;
         for (size_t i = 0; i < h->n_routes; i++)
@@ -279,7 +287,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
         (void)toe;
         struct upload *u = *con_cls;
         if (u) {
-                free(u->buf);
+                free(u->buf); /* NULL once over the bound */
                 free(u);
                 *con_cls = NULL;
         }
