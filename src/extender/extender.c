@@ -322,7 +322,7 @@ static int prioritize(struct extender *e, struct ext_args *a, json_t *list)
         for (size_t i = 0; i < a->n_nodes; i++) {
                 long long s = (ssize_t)i == b.node ? EXT_MAX_PRIORITY
                               : scores[i] <= 0     ? 0
-                                      : (long long)(scores[i] * (EXT_MAX_PRIORITY - 1) / 100.0 + 0.5);
+                                      : (long long)(scores[i] * EXT_OTHERS_MAX / 100.0 + 0.5);
                 json_array_append_new(list, json_pack("{s:s,s:I}", "Host", a->nodes[i].name,
                                                       "Score", (json_int_t)s));
         }

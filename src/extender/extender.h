@@ -13,11 +13,12 @@
  *               report, or with one older than stale_after_s, fail
  *               (FailedNodes). A pod no node could ever take fails
  *               every node as unresolvable.
- *   prioritize  the policy's score (0..100) scaled to 0..9, and 10 for the
- *               one best node (ties broken by name), which is recorded as
- *               admitted there: the top is unique, so the scheduler, adding
- *               the extender's weight x 10 to its plugins' scores, most
- *               likely binds there.
+ *   prioritize  10 for the one best node by the policy's score (ties broken
+ *               by name), which is recorded as admitted there, and the
+ *               policy's score (0..100) scaled to 0..EXT_OTHERS_MAX for the
+ *               others: the top is unique and leads by at least
+ *               (10 - EXT_OTHERS_MAX) x 10 x weight points, so the
+ *               scheduler most likely binds there.
  *
  * No bind verb: the scheduler binds, and the record covers the time until
  * the node reports the pod. What remains (the scheduler picking another
@@ -38,6 +39,7 @@
 #include "ext_args.h"
 
 #define EXT_MAX_PRIORITY 10 /* MaxExtenderPriority of kube-scheduler */
+#define EXT_OTHERS_MAX 5    /* the most a node other than the best one gets */
 
 struct ext_config {
         enum gs_cp_policy policy;

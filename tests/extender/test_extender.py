@@ -8,7 +8,8 @@ them (k8s_fixtures.py). One scenario per ctest:
                 node with room passes (its full object echoed); whole GPUs
                 ("1k"); GPU memory; a node without the annotation fails;
                 init and sidecar containers counted as the kubelet does
-  prioritize    HostPriorityList: Score int in 0..10, one unique 10
+  prioritize    HostPriorityList: Score int in 0..10, one unique 10, the
+                others at most 5
   burst         100 pods against 10 nodes through filter -> prioritize ->
                 pick the max (ties at random, as selectHost) -> bind; the
                 fake nodes report only every 10 pods (no pod list: the
@@ -139,6 +140,10 @@ def t_prioritize(ext):
         assert set(h) == {"Host", "Score"} and isinstance(h["Score"], int), h
         assert 0 <= h["Score"] <= 10, h
     assert [h["Score"] for h in res].count(10) == 1, res
+    assert sorted(h["Score"] for h in res)[-2] <= 5, "the top leads by 5 points at least"
+    # A pod that fits nowhere is scored 0 everywhere and recorded nowhere.
+    st, res = ext.post("prioritize", args(pod("big-0", containers=[container("t", "3k")]), nodes))
+    assert [h["Score"] for h in res] == [0] * 6, res
 
 
 class FakeNode:
@@ -187,7 +192,7 @@ def burst(ext, list_pods):
     rng = random.Random(7)
     nodes = [FakeNode("gpu-%02d" % i, 2, list_pods) for i in range(10)]
     sizes = [100, 200, 250, 300, 500, 700, "1k"]
-    bound, unschedulable, overcommits = 0, 0, []
+    bound, unschedulable, overcommits, charged = 0, 0, [], 0
     for k in range(100):
         if k and k % 10 == 0:
             if not list_pods:
@@ -200,6 +205,7 @@ def burst(ext, list_pods):
         st, res = ext.post("filter", args(p, [n.obj() for n in nodes]))
         assert st == 200, (st, res)
         ok = passed(res)
+        charged += sum("not reported yet" in why for why in res["FailedNodes"].values())
         if not ok:
             unschedulable += 1
             continue
@@ -216,8 +222,9 @@ def burst(ext, list_pods):
             overcommits.append(n.name)
     assert not overcommits, "over-committed: %s" % overcommits
     used = sum(1000 - f for n in nodes for f in n.free)
-    print("burst: %d bound, %d unschedulable, %d of 20000 milli used" %
-          (bound, unschedulable, used))
+    print("burst: %d bound, %d unschedulable, %d of 20000 milli used, %d refusals counted "
+          "unreported pods" % (bound, unschedulable, used, charged))
+    assert charged, "the record took part"
     assert bound >= 40 and used >= 15000, "the record should not starve the burst"
 
 

@@ -129,7 +129,7 @@ def check_config(config, labels, env, entrypoint):
 
 def check_root(root):
     for f in ("usr/bin/gpusliced", "usr/bin/gpuslice", "usr/bin/gpuslice-kubelet-plugin",
-              "usr/lib/gpuslice/libgpuslice.so"):
+              "usr/bin/gpuslice-extender", "usr/lib/gpuslice/libgpuslice.so"):
         st = os.stat(os.path.join(root, f))
         assert stat.S_ISREG(st.st_mode) and stat.S_IMODE(st.st_mode) == 0o755, f
         assert st.st_uid == 0 and st.st_gid == 0, f
@@ -142,7 +142,7 @@ def check_root(root):
     interp = interpreter(os.path.join(root, "usr/bin/gpusliced"))
     assert interp and os.path.exists(os.path.join(root, interp.lstrip("/"))), interp
     for f in ("/usr/bin/gpusliced", "/usr/bin/gpuslice", "/usr/bin/gpuslice-kubelet-plugin",
-              "/usr/lib/gpuslice/libgpuslice.so"):
+              "/usr/bin/gpuslice-extender", "/usr/lib/gpuslice/libgpuslice.so"):
         assert interpreter(os.path.join(root, f.lstrip("/"))) in (interp, None), f
         out = run(["chroot", root, interp, "--list", f]).stdout
         assert "not found" not in out, "%s in the image:\n%s" % (f, out)
@@ -156,6 +156,8 @@ def check_programs(root, version):
     assert "Usage" in run(["chroot", root, "/usr/bin/gpuslice", "--help"]).stdout
     assert "Usage" in run(["chroot", root, "/usr/bin/gpusliced", "--help"]).stdout
     assert "usage" in run(["chroot", root, "/usr/bin/gpuslice-kubelet-plugin", "--help"]).stdout
+    p = run(["chroot", root, "/usr/bin/gpuslice-extender", "--version"])
+    assert p.stdout.strip() == "gpuslice-extender " + version, p.stdout
 
 
 def check_install_shim(root):

@@ -3,7 +3,9 @@
 upstream OpenAPI schemas: the kustomize base deploy/ (rendered by kubectl
 kustomize, alone, in an overlay with the RuntimeClass component and a
 retagged image, in one without runtimeClassName, and in one with the DRA
-component deploy/components/dra), deploy/example-pod.yaml, and what
+component deploy/components/dra, and the evict and extender components),
+deploy/example-pod.yaml, deploy/components/extender/scheduler-config.yaml (a
+KubeSchedulerConfiguration, checked against upstream's field names), and what
 `gpuslice render` prints (with and without --dra) for examples/apis.yaml and
 for the render test's specs. The schemas are those
 of the npm package kubernetes-models 5.1.x, run by tests/kube/validate_k8s.js
@@ -16,6 +18,7 @@ into GS_NPM_DIR; a no-op once installed)."""
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -164,6 +167,77 @@ def check_dra_overlay(objs):
     assert by["DeviceClass"]["metadata"]["name"] == "gpu.gpuslice.io"
 
 
+# KubeSchedulerConfiguration is not an API object (kubernetes-models has no
+# schema for it): its shape is checked against the field names of
+# k8s.io/kube-scheduler/config/v1 (types.go: KubeSchedulerConfiguration,
+# Extender, ExtenderManagedResource, ExtenderTLSConfig).
+KSC_FIELDS = {"apiVersion", "kind", "parallelism", "leaderElection", "clientConnection",
+              "enableProfiling", "enableContentionProfiling", "percentageOfNodesToScore",
+              "podInitialBackoffSeconds", "podMaxBackoffSeconds", "profiles", "extenders",
+              "delayCacheUntilActive"}
+EXTENDER_FIELDS = {"urlPrefix": str, "filterVerb": str, "preemptVerb": str,
+                   "prioritizeVerb": str, "weight": int, "bindVerb": str, "enableHTTPS": bool,
+                   "tlsConfig": dict, "httpTimeout": str, "nodeCacheCapable": bool,
+                   "managedResources": list, "ignorable": bool}
+CLIENT_FIELDS = {"kubeconfig", "acceptContentTypes", "contentType", "qps", "burst"}
+
+
+def check_scheduler_config(path):
+    """deploy/components/extender/scheduler-config.yaml: upstream names and
+    types only, and the extender wired as docs/scheduling.md says."""
+    with open(path) as f:
+        cfgs = docs(f.read())
+    assert len(cfgs) == 1, "one KubeSchedulerConfiguration"
+    c = cfgs[0]
+    assert c["apiVersion"] == "kubescheduler.config.k8s.io/v1", c["apiVersion"]
+    assert c["kind"] == "KubeSchedulerConfiguration", c["kind"]
+    assert set(c) <= KSC_FIELDS, "unknown fields %s" % sorted(set(c) - KSC_FIELDS)
+    assert set(c.get("clientConnection", {})) <= CLIENT_FIELDS, c["clientConnection"]
+    assert c["percentageOfNodesToScore"] == 100, "the extender must see every candidate"
+    assert len(c["extenders"]) == 1, c["extenders"]
+    e = c["extenders"][0]
+    for k, v in e.items():
+        assert k in EXTENDER_FIELDS, "unknown extender field %s" % k
+        assert isinstance(v, EXTENDER_FIELDS[k]) and not (
+            EXTENDER_FIELDS[k] is int and isinstance(v, bool)), "%s: %r" % (k, v)
+    assert e["urlPrefix"].startswith("http://") and not e["urlPrefix"].endswith("/"), e
+    assert e["filterVerb"] == "filter" and e["prioritizeVerb"] == "prioritize", e
+    assert "bindVerb" not in e, "the scheduler binds"
+    assert e["weight"] > 0 and e["nodeCacheCapable"] is False and e["enableHTTPS"] is False, e
+    assert re.fullmatch(r"\d+(ms|s|m)", e["httpTimeout"]), e["httpTimeout"]
+    assert e["managedResources"] == [{"name": "gpuslice.io/gpu-milli",
+                                      "ignoredByScheduler": False}], e["managedResources"]
+
+
+def check_extender_overlay(objs, base):
+    """The base with components/extender: its Deployment and Service added in
+    kube-system, one replica, no token, the verbs' port behind the Service's
+    NodePort that scheduler-config.yaml names."""
+    assert kinds(objs) == sorted(kinds(base) + ["Deployment", "Service"]), kinds(objs)
+    by = {o["kind"]: o for o in objs}
+    dep, svc = by["Deployment"], by["Service"]
+    for o in (dep, svc):
+        assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
+        assert o["metadata"]["name"] == "gpuslice-extender", o["metadata"]
+    spec = dep["spec"]
+    assert spec["replicas"] == 1 and spec["strategy"] == {"type": "Recreate"}, \
+        "one extender at a time: its record is in memory"
+    pod = spec["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False, "the extender talks to no API server"
+    c = pod["containers"][0]
+    assert c["command"] == ["/usr/bin/gpuslice-extender"], c["command"]
+    listen = c["args"][c["args"].index("--listen") + 1]
+    assert listen.endswith(":%d" % c["ports"][0]["containerPort"]), (listen, c["ports"])
+    assert c["readinessProbe"]["httpGet"]["path"] == "/healthz", c["readinessProbe"]
+    sel = svc["spec"]["selector"]
+    assert all(spec["template"]["metadata"]["labels"].get(k) == v for k, v in sel.items()), sel
+    port = svc["spec"]["ports"][0]
+    assert port["targetPort"] == c["ports"][0]["name"], port
+    with open(os.path.join(ROOT, "deploy/components/extender/scheduler-config.yaml")) as f:
+        url = docs(f.read())[0]["extenders"][0]["urlPrefix"]
+    assert url == "http://127.0.0.1:%d" % port["nodePort"], (url, port)
+
+
 def main():
     k = kubectl()
     nodejs = node()
@@ -264,6 +338,17 @@ def main():
                                           "- {deploy}/components/%s\n" % c for c in comps)))
             check_evict_overlay(ev)
             items += [("overlay with components/%s" % ", ".join(comps), o) for o in ev]
+
+        # The scheduler extender (device-plugin path), alone and with DRA.
+        for name, comps in (("extender", ["extender"]), ("dra-extender", ["dra", "extender"])):
+            ex = kustomize(k, overlay(d, name, "apiVersion: kustomize.config.k8s.io/v1beta1\n"
+                                      "kind: Kustomization\nresources:\n- {deploy}\n"
+                                      "components:\n" + "".join(
+                                          "- {deploy}/components/%s\n" % c for c in comps)))
+            check_extender_overlay(ex, base if name == "extender" else dra)
+            items += [("overlay with components/%s" % ", ".join(comps), o) for o in ex]
+        check_scheduler_config(os.path.join(ROOT, "deploy/components/extender/"
+                                            "scheduler-config.yaml"))
 
         with open(os.path.join(ROOT, "deploy/example-pod.yaml")) as f:
             items += [("deploy/example-pod.yaml", o) for o in docs(f.read())]
