@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.request
 
 import container_sim
 from apiserver_sim import ApiServerSim, Unavailable
@@ -271,6 +272,13 @@ def t_evict(node, dm):
             hog.wait()
         log = open(node.log).read()
         check("pod serving/embedder-5d8 evicted" in log, "the daemon says so")
+        # /metrics names the pod of the slice (learnt from PodResources).
+        port = re.search(r"metrics: listening on 127\.0\.0\.1:(\d+)", log).group(1)
+        text = urllib.request.urlopen("http://127.0.0.1:%s/metrics" % port, timeout=10).read()
+        line = [ln for ln in text.decode().splitlines()
+                if ln.startswith("gpuslice_slice_info{")]
+        check(line and 'namespace="serving"' in line[0] and 'pod="embedder-5d8"' in line[0] and
+              'container="model"' in line[0], "the pod's labels: %s" % line)
     finally:
         api.stop()
 
@@ -354,7 +362,8 @@ SCENARIOS = {
     "stream_end": (t_stream_end, ((("GPU-sim-0", 16 * GIB),), [])),
     "report": (t_report, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), FAST)),
     "evict": (t_evict, ((("GPU-sim-0", 16 * GIB),),
-                        FAST + ["--overuse-policy", "evict", "--overuse-grace", "1000"])),
+                        FAST + ["--overuse-policy", "evict", "--overuse-grace", "1000",
+                                "--metrics-listen", "127.0.0.1:0"])),
     "topology": (t_topology, ((("GPU-sim-0", 16 * GIB), ("GPU-sim-1", 16 * GIB)), None)),
 }
 
