@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "atomic_file.h"
 #include "macro.h"
 #include "number.h"
 
@@ -93,7 +94,7 @@ static void find_daemon(char *buf, size_t size)
 /* Start gpusliced detached (double fork, own session, log in the state
  * dir). Returns the daemon's pid or a negative errno. */
 static pid_t start_daemon(const struct cli_conn_opts *opts, const char *sock, const char *state,
-                          const char *log)
+                          int lfd)
 {
         char bin[GS_PATH_MAX];
         find_daemon(bin, sizeof(bin));
@@ -112,13 +113,11 @@ static pid_t start_daemon(const struct cli_conn_opts *opts, const char *sock, co
                         _exit(0);
                 }
                 int nul = open("/dev/null", O_RDWR);
-                int lfd = open(log, O_WRONLY | O_CREAT | O_APPEND, 0600);
                 if (nul >= 0) {
                         dup2(nul, 0);
                         dup2(nul, 1);
                 }
-                if (lfd >= 0)
-                        dup2(lfd, 2);
+                dup2(lfd, 2);
                 sigset_t none;
                 sigemptyset(&none);
                 sigprocmask(SIG_SETMASK, &none, NULL);
@@ -141,9 +140,13 @@ static pid_t start_daemon(const struct cli_conn_opts *opts, const char *sock, co
 static void log_errors(const char *log, off_t from, char *buf, size_t size)
 {
         buf[0] = '\0';
-        FILE *f = fopen(log, "re");
-        if (!f)
+        int fd = gs_state_open(log, O_RDONLY, 0, "daemon log", NULL);
+        FILE *f = fd < 0 ? NULL : fdopen(fd, "re");
+        if (!f) {
+                if (fd >= 0)
+                        close(fd);
                 return;
+        }
         fseeko(f, from, SEEK_SET);
         char line[1024];
         size_t off = 0;
@@ -190,13 +193,21 @@ int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error *
         if ((r = gs_local_check_dir(state, (unsigned)geteuid(), err)) < 0)
                 return r == -ENOENT ? gs_error_set(err, r, "%s vanished", state) : r;
         snprintf(log, sizeof(log), "%s/gpusliced.log", state);
+        /* A FIFO there would hang the daemon's start for good, a link
+         * would have it write elsewhere: only a regular file. */
+        _cleanup_close_ int lfd = gs_state_open(log, O_WRONLY | O_CREAT | O_APPEND, 0600,
+                                                "the daemon's log", err);
+        if (lfd < 0) {
+                gs_error_wrap(err, "cannot start gpusliced");
+                return lfd;
+        }
         fprintf(stderr, "gpuslice: no daemon answers on %s; starting gpusliced%s (log: %s)\n", sock,
                 opts->sim ? " --sim" : "", log);
         off_t log_start = 0;
         struct stat st;
-        if (stat(log, &st) == 0)
+        if (fstat(lfd, &st) == 0)
                 log_start = st.st_size;
-        pid_t daemon = start_daemon(opts, sock, state, log);
+        pid_t daemon = start_daemon(opts, sock, state, lfd);
         if (daemon < 0)
                 return gs_error_set(err, daemon, "cannot start gpusliced: %s", strerror(-daemon));
         for (int waited = 0; waited < CLI_START_WAIT_MS; waited += 20) {

@@ -54,19 +54,11 @@ int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
                 return gs_error_set(err, -ENOMEM, "out of memory");
         }
         /* A leftover temp file (a crash mid-write) is ours to replace; a
-         * link there is never followed. */
-        /* O_NONBLOCK: a FIFO planted there must not hang us. */
-        int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK,
-                      mode & 0777);
-        if (fd < 0) {
-                int e = errno;
-                return gs_error_set(err, -e, "cannot create %s: %s", tmp, strerror(e));
-        }
-        struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode)) {
-                close(fd);
-                return gs_error_set(err, -EINVAL, "%s is not a regular file", tmp);
-        }
+         * link, FIFO or device there is refused, never followed or
+         * blocked on. */
+        int fd = gs_state_open(tmp, O_WRONLY | O_CREAT | O_TRUNC, mode & 0777, NULL, err);
+        if (fd < 0)
+                return fd;
         int r = write_all(fd, data, len);
         if (r == 0 && fchmod(fd, mode) < 0)
                 r = -errno;
@@ -89,17 +81,14 @@ int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
 int gs_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
                  struct gs_error **err)
 {
-        /* O_NONBLOCK: a FIFO put in the file's place must not hang us. */
-        _cleanup_close_ int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-        if (fd < 0) {
-                int e = errno;
-                if (e == ENOENT)
-                        return -ENOENT;
-                return gs_error_set(err, -e, "cannot open %s: %s", path, strerror(e));
-        }
+        /* A FIFO put in the file's place must not hang us, a link is not
+         * followed. */
+        _cleanup_close_ int fd = gs_state_open(path, O_RDONLY, 0, NULL, err);
+        if (fd < 0)
+                return fd;
         struct stat st;
-        if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode))
-                return gs_error_set(err, -EINVAL, "%s is not a regular file", path);
+        if (fstat(fd, &st) < 0)
+                return gs_error_set(err, -errno, "cannot stat %s: %s", path, strerror(errno));
         if ((uint64_t)st.st_size > max)
                 return gs_error_set(err, -EFBIG, "%s is larger than %zu bytes", path, max);
         size_t size = (size_t)st.st_size;
@@ -123,4 +112,57 @@ int gs_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
         *ret_buf = TAKE_PTR(buf);
         *ret_len = got;
         return 0;
+}
+
+const char *gs_file_kind_name(mode_t mode)
+{
+        switch (mode & S_IFMT) {
+        case S_IFREG: return "a regular file";
+        case S_IFDIR: return "a directory";
+        case S_IFIFO: return "a FIFO";
+        case S_IFLNK: return "a symbolic link";
+        case S_IFSOCK: return "a socket";
+        case S_IFCHR: return "a character device";
+        case S_IFBLK: return "a block device";
+        default: return "an unknown kind of file";
+        }
+}
+
+int gs_state_open(const char *path, int flags, mode_t mode, const char *what,
+                  struct gs_error **err)
+{
+        const char *sep = what && *what ? " " : "";
+        what = what ? what : "";
+        int fd = open(path, flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | O_NOCTTY, mode);
+        if (fd < 0) {
+                int e = errno;
+                struct stat st;
+                if (e == ENOENT && !(flags & O_CREAT))
+                        return -ENOENT;
+                /* O_NOFOLLOW on a link: ELOOP; a socket: ENXIO; a
+                 * directory opened for writing: EISDIR; a device on a
+                 * nodev mount: EACCES. Name what is there instead. */
+                if (lstat(path, &st) == 0 && !S_ISREG(st.st_mode))
+                        return gs_error_set(err, e == ELOOP ? -ELOOP : -EINVAL,
+                                            "%s%s%s is %s, not a regular file%s", what, sep, path,
+                                            gs_file_kind_name(st.st_mode),
+                                            S_ISLNK(st.st_mode) ? " (links are never followed)"
+                                                                : "");
+                return gs_error_set(err, -e, "cannot %s %s%s%s: %s",
+                                    flags & O_CREAT ? "create" : "open", what, sep, path,
+                                    strerror(e));
+        }
+        struct stat st;
+        if (fstat(fd, &st) < 0) {
+                int e = errno;
+                close(fd);
+                return gs_error_set(err, -e, "cannot stat %s%s%s: %s", what, sep, path,
+                                    strerror(e));
+        }
+        if (!S_ISREG(st.st_mode)) {
+                close(fd);
+                return gs_error_set(err, -EINVAL, "%s%s%s is %s, not a regular file", what, sep,
+                                    path, gs_file_kind_name(st.st_mode));
+        }
+        return fd;
 }

@@ -8,6 +8,7 @@
 #define GS_ATOMIC_FILE_H
 
 #include <stddef.h>
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include "error.h"
@@ -25,8 +26,26 @@ int gs_file_replace(const char *path, const void *data, size_t len, mode_t mode,
 /* Read the regular file `path` (not a link, not a FIFO, at most max bytes)
  * into *ret_buf (malloc'ed, NUL-terminated) and *ret_len. -ENOENT for a
  * missing file with no message; otherwise a negative errno with *err
- * naming the file (-EFBIG over max, -EINVAL not a regular file). */
+ * naming the file (-EFBIG over max, -EINVAL not a regular file: what it is
+ * instead, "a FIFO", "a symbolic link", ...). */
 int gs_file_read(const char *path, size_t max, char **ret_buf, size_t *ret_len,
                  struct gs_error **err);
+
+/* What kind of file `mode` (st_mode) is, for messages: "a regular file",
+ * "a directory", "a FIFO", "a symbolic link", "a socket", "a character
+ * device", "a block device" or "an unknown kind of file". */
+const char *gs_file_kind_name(mode_t mode);
+
+/* Open the state file `path` with `flags` (O_RDONLY, O_RDWR, O_WRONLY,
+ * optionally O_CREAT, O_APPEND, O_TRUNC; `mode` for O_CREAT), always adding
+ * O_NOFOLLOW, O_NONBLOCK (a FIFO or device must not block the open) and
+ * O_CLOEXEC, and accept only a regular file. Returns the fd (the caller
+ * closes it); -ENOENT for a missing file without O_CREAT (no message);
+ * -ELOOP for a symbolic link, -EINVAL for anything else that is not a
+ * regular file, each with *err "<what> <path> is a FIFO, not a regular
+ * file" (`what`: "ledger", "lock", ...; NULL: the path alone); or
+ * another negative errno with a message. */
+int gs_state_open(const char *path, int flags, mode_t mode, const char *what,
+                  struct gs_error **err);
 
 #endif /* GS_ATOMIC_FILE_H */

@@ -545,7 +545,7 @@ int gs_ledger_load(struct gs_ledger *l, const char *path, struct gs_error **err)
         size_t len = 0;
         int r = gs_file_read(path, GS_LEDGER_MAX_BYTES, &buf, &len, err);
         if (r < 0)
-                return r == -ENOENT ? r : gs_error_wrap(err, "state file");
+                return r == -ENOENT ? r : gs_error_wrap(err, "ledger");
         r = gs_ledger_decode(l, buf, len, err);
         if (r < 0) {
                 gs_error_wrap(err, "corrupt state file %s", path);

@@ -105,7 +105,15 @@ static void compact(struct events *e)
         free(buf);
         if (e->fd >= 0)
                 close(e->fd);
-        e->fd = open(e->path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* Never a link, FIFO or device (the rename above made it a file;
+         * this holds if something replaced it since). */
+        e->fd = gs_state_open(e->path, O_WRONLY | O_APPEND | O_CREAT, 0600, "events log", &err);
+        if (e->fd < 0) {
+                gs_log_warn("events: %s", gs_error_msg(err));
+                gs_error_free(err);
+                err = NULL;
+                e->fd = -1;
+        }
         e->appended = 0;
 }
 
@@ -157,8 +165,7 @@ int events_open(const char *state_dir, size_t keep, struct events **ret, struct 
         load(e);
         compact(e); /* drops torn lines and starts the count */
         if (e->fd < 0)
-                gs_log_warn("events: cannot open %s: %s (events are kept in memory only)", e->path,
-                            strerror(errno));
+                gs_log_warn("events: %s not open: events are kept in memory only", e->path);
         *ret = e;
         return 0;
 }

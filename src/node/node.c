@@ -12,6 +12,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "atomic_file.h"
 #include "log.h"
 #include "macro.h"
 #include "node_files.h"
@@ -55,9 +56,11 @@ static int take_lock(struct node *n, struct gs_error **err)
 {
         char path[NODE_PATH_MAX];
         snprintf(path, sizeof(path), "%s/lock", n->state_dir);
-        n->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW, 0600);
+        /* A link, FIFO or device planted there is named, not followed
+         * (nor taken for another daemon's lock). */
+        n->lock_fd = gs_state_open(path, O_RDWR | O_CREAT, 0600, "lock", err);
         if (n->lock_fd < 0)
-                return gs_error_set(err, -errno, "cannot open %s: %s", path, strerror(errno));
+                return n->lock_fd;
         if (flock(n->lock_fd, LOCK_EX | LOCK_NB) < 0)
                 return gs_error_set(err, -EBUSY,
                                     "state directory %s is in use by another gpusliced or "
