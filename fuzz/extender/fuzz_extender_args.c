@@ -44,8 +44,8 @@ static void check_decode(const uint8_t *data, size_t size)
         ext_args_done(&a);
 }
 
-static void verb(struct extender *e, int (*fn)(void *, const char *, size_t, unsigned *, char **,
-                                                size_t *),
+static void verb(struct extender *e,
+                 int (*fn)(void *, const char *, size_t, unsigned *, char **, size_t *),
                  const uint8_t *data, size_t size)
 {
         char *copy = malloc(size + 1);
@@ -71,8 +71,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         static struct extender e;
         static int ready;
         if (!ready) {
-                struct ext_config cfg = { .policy = GS_CP_GPUSLICE, .stale_after_s = 1L << 40,
-                                          .admitted_ttl_s = 60, .now = fixed_now };
+                struct ext_config cfg = { .policy = GS_CP_GPUSLICE,
+                                          .stale_after_s = 1L << 40,
+                                          .admitted_ttl_s = 60,
+                                          .now = fixed_now };
                 if (extender_init(&e, &cfg) < 0)
                         abort();
                 ready = 1;

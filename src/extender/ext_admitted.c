@@ -97,7 +97,7 @@ static void charge(const struct ext_admitted_entry *e, struct ext_node_state *st
                         continue;
                 uint64_t mem = e->milli >= GS_MILLI_PER_GPU ? g->memory_total
                                : e->memory                  ? e->memory
-                                      : gs_default_memory_cap(e->milli, g->memory_total);
+                                           : gs_default_memory_cap(e->milli, g->memory_total);
                 g->milli_free = g->milli_free > e->milli ? g->milli_free - e->milli : 0;
                 g->memory_free = g->memory_free > mem ? g->memory_free - mem : 0;
         }

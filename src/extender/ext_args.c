@@ -24,9 +24,7 @@ static json_t *get_ci(const json_t *o, const char *name)
                 return exact;
         const char *k;
         json_t *v;
-        json_object_foreach((json_t *)o, k, v)
-                if (strcasecmp(k, name) == 0)
-                        return v;
+        json_object_foreach((json_t *)o, k, v) if (strcasecmp(k, name) == 0) return v;
         return NULL;
 }
 
@@ -118,12 +116,14 @@ static int pod_milli(const json_t *spec, uint64_t *ret, char *why, size_t size)
         uint64_t app_sum = 0, sidecars = 0, init_max = 0, m;
         size_t i;
         const json_t *c;
-        json_array_foreach(apps, i, c) {
+        json_array_foreach(apps, i, c)
+        {
                 if (container_milli(c, &m, why, size) < 0)
                         return -EINVAL;
                 app_sum += m;
         }
-        json_array_foreach(inits, i, c) {
+        json_array_foreach(inits, i, c)
+        {
                 if (container_milli(c, &m, why, size) < 0)
                         return -EINVAL;
                 const char *rp = json_string_value(json_object_get(c, "restartPolicy"));
@@ -148,7 +148,8 @@ static int pod_decode(const json_t *pod, struct ext_pod *p, struct gs_error **er
             (json_object_get(meta, "namespace") &&
              copy_str(json_object_get(meta, "namespace"), p->ns, sizeof(p->ns)) < 0) ||
             (uid && copy_str(uid, p->uid, sizeof(p->uid)) < 0))
-                return gs_error_set(err, -EINVAL, "Pod.metadata: name, namespace or uid missing, "
+                return gs_error_set(err, -EINVAL,
+                                    "Pod.metadata: name, namespace or uid missing, "
                                     "not a string or too long");
         if (!uid) /* a pod the API server has not stored; key it by name */
                 snprintf(p->uid, sizeof(p->uid), "%.20s/%.40s", p->ns, p->name);
@@ -175,13 +176,16 @@ static int node_decode(const json_t *obj, struct ext_node *n, struct gs_error **
 {
         const json_t *meta = json_object_get(obj, "metadata");
         if (copy_str(json_object_get(meta, "name"), n->name, sizeof(n->name)) < 0 || !n->name[0])
-                return gs_error_set(err, -EINVAL, "a node of Nodes.items has no metadata.name (or "
+                return gs_error_set(err, -EINVAL,
+                                    "a node of Nodes.items has no metadata.name (or "
                                     "one that is not a string or too long)");
-        const json_t *ann = json_object_get(json_object_get(meta, "annotations"),
-                                            EXT_ANNOTATION_GPUS);
+        const json_t *ann =
+                json_object_get(json_object_get(meta, "annotations"), EXT_ANNOTATION_GPUS);
         if (!ann) {
-                snprintf(n->why, sizeof(n->why), "no per-GPU state: annotation %s is missing (is "
-                         "gpusliced running there with --report-node?)", EXT_ANNOTATION_GPUS);
+                snprintf(n->why, sizeof(n->why),
+                         "no per-GPU state: annotation %s is missing (is "
+                         "gpusliced running there with --report-node?)",
+                         EXT_ANNOTATION_GPUS);
                 return 0;
         }
         struct gs_error *e = NULL;
@@ -219,14 +223,16 @@ static int nodes_decode(const json_t *nodes, const json_t *names, struct ext_arg
         if (nodes && !json_is_null(nodes)) {
                 const json_t *items = json_object_get(nodes, "items");
                 if (!json_is_object(nodes) || !(json_is_array(items) || json_is_null(items)))
-                        return gs_error_set(err, -EINVAL, "Nodes is not a NodeList (an object "
+                        return gs_error_set(err, -EINVAL,
+                                            "Nodes is not a NodeList (an object "
                                             "with an items array)");
                 int r = nodes_alloc(a, json_array_size(items), err);
                 if (r < 0)
                         return r;
                 size_t i;
                 const json_t *obj;
-                json_array_foreach(items, i, obj) {
+                json_array_foreach(items, i, obj)
+                {
                         a->nodes[i].json_index = i;
                         if ((r = node_decode(obj, &a->nodes[i], err)) < 0)
                                 return r;
@@ -242,10 +248,13 @@ static int nodes_decode(const json_t *nodes, const json_t *names, struct ext_arg
                 return r;
         size_t i;
         const json_t *v;
-        json_array_foreach(names, i, v) {
+        json_array_foreach(names, i, v)
+        {
                 if (copy_str(v, a->nodes[i].name, sizeof(a->nodes[i].name)) < 0)
-                        return gs_error_set(err, -EINVAL, "NodeNames[%zu] is not a string (or is "
-                                            "too long)", i);
+                        return gs_error_set(err, -EINVAL,
+                                            "NodeNames[%zu] is not a string (or is "
+                                            "too long)",
+                                            i);
                 a->nodes[i].json_index = i;
                 snprintf(a->nodes[i].why, sizeof(a->nodes[i].why),
                          "no per-GPU state: the scheduler sent node names only (nodeCacheCapable "
@@ -262,9 +271,10 @@ int ext_args_decode(const char *buf, size_t len, struct ext_args *ret, json_t **
         json_t *root = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &je);
         if (!json_is_object(root)) {
                 json_decref(root);
-                return gs_error_set(err, -EINVAL, "ExtenderArgs is not a JSON object (line %d, "
-                                    "column %d: %.80s)", je.line, je.column,
-                                    root ? "not an object" : je.text);
+                return gs_error_set(err, -EINVAL,
+                                    "ExtenderArgs is not a JSON object (line %d, "
+                                    "column %d: %.80s)",
+                                    je.line, je.column, root ? "not an object" : je.text);
         }
         struct ext_args a = { 0 };
         int r = pod_decode(get_ci(root, "Pod"), &a.pod, err);
@@ -276,8 +286,8 @@ int ext_args_decode(const char *buf, size_t len, struct ext_args *ret, json_t **
                 return r;
         }
         if (ret_nodes) {
-                json_t *items = a.names_only ? NULL
-                                             : json_object_get(get_ci(root, "Nodes"), "items");
+                json_t *items =
+                        a.names_only ? NULL : json_object_get(get_ci(root, "Nodes"), "items");
                 *ret_nodes = json_is_array(items) ? json_incref(items) : NULL;
         }
         json_decref(root);

@@ -48,7 +48,7 @@ struct ext_gpu {
 struct ext_node_state {
         uint64_t generation; /* moves with every change of the content */
         int64_t time_s;      /* when the report was written (unix seconds) */
-        unsigned n_gpus; /* at most GS_MAX_GPUS */
+        unsigned n_gpus;     /* at most GS_MAX_GPUS */
         struct ext_gpu *gpus;
         /* The uids of the pods holding slices, when the report lists them
          * (optional "pods" key; has_pods false without it). */

@@ -27,8 +27,8 @@ int ext_rfc3339_parse(const char *s, int64_t *ret)
         int y, mo, d, h, mi, sec;
         if (strlen(s) < 20 || s[4] != '-' || s[7] != '-' || (s[10] != 'T' && s[10] != 't') ||
             s[13] != ':' || s[16] != ':' || digits(s, 4, &y) < 0 || digits(s + 5, 2, &mo) < 0 ||
-            digits(s + 8, 2, &d) < 0 || digits(s + 11, 2, &h) < 0 ||
-            digits(s + 14, 2, &mi) < 0 || digits(s + 17, 2, &sec) < 0)
+            digits(s + 8, 2, &d) < 0 || digits(s + 11, 2, &h) < 0 || digits(s + 14, 2, &mi) < 0 ||
+            digits(s + 17, 2, &sec) < 0)
                 return -EINVAL;
         if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60 || y < 1970)
                 return -EINVAL;
@@ -82,15 +82,21 @@ static int gpu_parse(const json_t *g, size_t i, struct ext_gpu *out, struct gs_e
         if (!json_is_object(g))
                 return gs_error_set(err, -EINVAL, "gpus[%zu] is not an object", i);
         if (get_u64(g, "index", GS_MAX_GPUS - 1, &index) < 0)
-                return gs_error_set(err, -EINVAL, "gpus[%zu].index is not an integer from 0 to "
-                                    "%d", i, GS_MAX_GPUS - 1);
+                return gs_error_set(err, -EINVAL,
+                                    "gpus[%zu].index is not an integer from 0 to "
+                                    "%d",
+                                    i, GS_MAX_GPUS - 1);
         if (get_u64(g, "milli_free", 1000, &milli) < 0)
-                return gs_error_set(err, -EINVAL, "gpus[%zu].milli_free is not an integer from 0 "
-                                    "to 1000", i);
+                return gs_error_set(err, -EINVAL,
+                                    "gpus[%zu].milli_free is not an integer from 0 "
+                                    "to 1000",
+                                    i);
         if (get_u64(g, "memory_total", INT64_MAX, &mtotal) < 0 ||
             get_u64(g, "memory_free", mtotal, &mfree) < 0)
-                return gs_error_set(err, -EINVAL, "gpus[%zu]: memory_free and memory_total must "
-                                    "be byte counts, free at most total", i);
+                return gs_error_set(err, -EINVAL,
+                                    "gpus[%zu]: memory_free and memory_total must "
+                                    "be byte counts, free at most total",
+                                    i);
         if (!json_is_boolean(healthy))
                 return gs_error_set(err, -EINVAL, "gpus[%zu].healthy is not a boolean", i);
         if ((uuid && strlen(uuid) >= sizeof(out->uuid)) ||
@@ -121,7 +127,8 @@ static int pods_parse(const json_t *pods, struct ext_node_state *st, struct gs_e
                 return gs_error_set(err, -ENOMEM, "out of memory");
         size_t i;
         const json_t *v;
-        json_array_foreach(pods, i, v) {
+        json_array_foreach(pods, i, v)
+        {
                 const char *uid = json_string_value(v);
                 if (!uid || !*uid || strlen(uid) >= EXT_UID_MAX)
                         return gs_error_set(err, -EINVAL, "pods[%zu] is not a pod uid", i);
@@ -152,7 +159,8 @@ static int state_parse(const json_t *root, struct ext_node_state *st, struct gs_
         uint64_t seen = 0;
         size_t i;
         const json_t *g;
-        json_array_foreach(gpus, i, g) {
+        json_array_foreach(gpus, i, g)
+        {
                 int r = gpu_parse(g, i, &st->gpus[i], err);
                 if (r < 0)
                         return r;

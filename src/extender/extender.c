@@ -90,10 +90,10 @@ static bool view_of(struct extender *e, struct ext_node *n, int64_t now, struct 
                 return false;
         int64_t age;
         if (stale(e, &n->st, now, &age)) {
-                snprintf(n->why, sizeof(n->why), "per-GPU state is stale: the node's last report "
+                snprintf(n->why, sizeof(n->why),
+                         "per-GPU state is stale: the node's last report "
                          "(%s, generation %llu) is %llds old, over --stale-after %llds",
-                         EXT_ANNOTATION_GPUS,
-                         (unsigned long long)n->st.generation, (long long)age,
+                         EXT_ANNOTATION_GPUS, (unsigned long long)n->st.generation, (long long)age,
                          (long long)e->cfg.stale_after_s);
                 return false;
         }
@@ -127,8 +127,10 @@ static bool why_not(const struct ext_pod *p, const struct cp_view *v, char *why,
         } else if (p->memory && largest_total && p->memory > largest_total) {
                 never = true;
                 gs_memory_quantity_format(p->memory, mem, sizeof(mem));
-                len = snprintf(why, size, "the pod asks %s of GPU memory, more than any GPU here "
-                               "has (%s)", mem, gs_bytes_human(largest_total, q, sizeof(q)));
+                len = snprintf(why, size,
+                               "the pod asks %s of GPU memory, more than any GPU here "
+                               "has (%s)",
+                               mem, gs_bytes_human(largest_total, q, sizeof(q)));
         } else {
                 uint64_t mem_best = 0;
                 for (unsigned i = 0; i < n->n_gpus; i++)
@@ -136,17 +138,23 @@ static bool why_not(const struct ext_pod *p, const struct cp_view *v, char *why,
                                 mem_best = GS_MAX(mem_best, n->gpus[i].free_memory);
                 if (largest >= p->milli && p->memory) {
                         gs_memory_quantity_format(p->memory, mem, sizeof(mem));
-                        len = snprintf(why, size, "no GPU has both %um and %s free: the most "
-                                       "memory free on a GPU with %um free is %s", p->milli, mem,
-                                       p->milli, gs_bytes_human(mem_best, q, sizeof(q)));
+                        len = snprintf(why, size,
+                                       "no GPU has both %um and %s free: the most "
+                                       "memory free on a GPU with %um free is %s",
+                                       p->milli, mem, p->milli,
+                                       gs_bytes_human(mem_best, q, sizeof(q)));
                 } else {
-                        len = snprintf(why, size, "largest free share %um on one GPU; the pod "
-                                       "needs %um", largest, p->milli);
+                        len = snprintf(why, size,
+                                       "largest free share %um on one GPU; the pod "
+                                       "needs %um",
+                                       largest, p->milli);
                 }
         }
         if (len > 0 && (size_t)len < size && v->charged)
-                snprintf(why + len, size - (size_t)len, " (counting %u pod%s sent here that the "
-                         "node has not reported yet)", v->charged, v->charged == 1 ? "" : "s");
+                snprintf(why + len, size - (size_t)len,
+                         " (counting %u pod%s sent here that the "
+                         "node has not reported yet)",
+                         v->charged, v->charged == 1 ? "" : "s");
         return never;
 }
 
@@ -279,8 +287,10 @@ static void record_locked(struct extender *e, const struct ext_args *a, const st
                           const struct gs_cp_pod *cp, int64_t now)
 {
         const struct ext_node *n = &a->nodes[b->node];
-        struct ext_admitted_entry en = { .milli = cp->milli, .memory = cp->gpu_memory,
-                                         .generation = n->st.generation, .at_s = now };
+        struct ext_admitted_entry en = { .milli = cp->milli,
+                                         .memory = cp->gpu_memory,
+                                         .generation = n->st.generation,
+                                         .at_s = now };
         snprintf(en.uid, sizeof(en.uid), "%s", a->pod.uid);
         snprintf(en.node, sizeof(en.node), "%s", n->name);
         for (unsigned i = 0; i < b->choice.n; i++)
@@ -312,8 +322,9 @@ static int prioritize(struct extender *e, struct ext_args *a, json_t *list)
                         continue;
                 if (scores[i] > b.score ||
                     (scores[i] == b.score && strcmp(a->nodes[i].name, a->nodes[b.node].name) < 0)) {
-                        b = (struct best){ .node = (ssize_t)i, .score = scores[i], .view = v,
-                                           .choice = c };
+                        b = (struct best){
+                                .node = (ssize_t)i, .score = scores[i], .view = v, .choice = c
+                        };
                 }
         }
         if (b.node >= 0)
@@ -321,15 +332,16 @@ static int prioritize(struct extender *e, struct ext_args *a, json_t *list)
         pthread_mutex_unlock(&e->model_lock);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 long long s = (ssize_t)i == b.node ? EXT_MAX_PRIORITY
-                              : scores[i] <= 0     ? 0
+                              : scores[i] <= 0
+                                      ? 0
                                       : (long long)(scores[i] * EXT_OTHERS_MAX / 100.0 + 0.5);
                 json_array_append_new(list, json_pack("{s:s,s:I}", "Host", a->nodes[i].name,
                                                       "Score", (json_int_t)s));
         }
         free(scores);
         if (b.node >= 0)
-                gs_log_debug("extender: pod %s/%s (%um) to %s (score %.1f)", a->pod.ns,
-                             a->pod.name, a->pod.milli, a->nodes[b.node].name, b.score);
+                gs_log_debug("extender: pod %s/%s (%um) to %s (score %.1f)", a->pod.ns, a->pod.name,
+                             a->pod.milli, a->nodes[b.node].name, b.score);
         return 0;
 }
 
@@ -343,8 +355,9 @@ int ext_prioritize_http(void *ctx, const char *body, size_t len, unsigned *statu
         if (r < 0) {
                 if (r != -ENOMEM) {
                         *status = 400;
-                        r = (*resp = dump(json_pack("{s:s}", "Error", gs_error_msg(err)),
-                                          resp_len)) ? 0 : -ENOMEM;
+                        r = (*resp = dump(json_pack("{s:s}", "Error", gs_error_msg(err)), resp_len))
+                                    ? 0
+                                    : -ENOMEM;
                 }
                 gs_error_free(err);
                 return r;

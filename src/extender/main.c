@@ -90,9 +90,7 @@ static int parse_args(struct options *o, int argc, char **argv)
         uint64_t bytes;
         while ((c = getopt_long(argc, argv, "", longs, NULL)) != -1) {
                 switch (c) {
-                case O_LISTEN:
-                        o->listen = optarg;
-                        break;
+                case O_LISTEN: o->listen = optarg; break;
                 case O_POLICY:
                         if (gs_cp_policy_parse(optarg, &o->cfg.policy) < 0)
                                 return bad("--policy", optarg,
@@ -100,11 +98,13 @@ static int parse_args(struct options *o, int argc, char **argv)
                         break;
                 case O_STALE:
                         if (duration_parse(optarg, &o->cfg.stale_after_s) < 0)
-                                return bad("--stale-after", optarg, "a duration (30s, 2m) up to 7 days");
+                                return bad("--stale-after", optarg,
+                                           "a duration (30s, 2m) up to 7 days");
                         break;
                 case O_TTL:
                         if (duration_parse(optarg, &o->cfg.admitted_ttl_s) < 0)
-                                return bad("--admitted-ttl", optarg, "a duration (60s, 5m) up to 7 days");
+                                return bad("--admitted-ttl", optarg,
+                                           "a duration (60s, 5m) up to 7 days");
                         break;
                 case O_BODY:
                         if (gs_memory_quantity_parse("--max-body", optarg, &bytes, NULL) < 0 ||
@@ -116,15 +116,9 @@ static int parse_args(struct options *o, int argc, char **argv)
                         if (node_log_level_parse(optarg, &gs_log_max_level) < 0)
                                 return bad("--log-level", optarg, "error, warning, info or debug");
                         break;
-                case O_VERSION:
-                        puts("gpuslice-extender 0.1.0");
-                        exit(0);
-                case O_HELP:
-                        usage(stdout);
-                        exit(0);
-                default:
-                        usage(stderr);
-                        return -EINVAL;
+                case O_VERSION: puts("gpuslice-extender 0.1.0"); exit(0);
+                case O_HELP: usage(stdout); exit(0);
+                default: usage(stderr); return -EINVAL;
                 }
         }
         if (optind < argc) {
@@ -148,7 +142,8 @@ int main(int argc, char **argv)
         gs_log_set_sink(node_log_stderr, program);
         struct options o = {
                 .listen = DEFAULT_LISTEN,
-                .cfg = { .policy = GS_CP_GPUSLICE, .stale_after_s = DEFAULT_STALE_S,
+                .cfg = { .policy = GS_CP_GPUSLICE,
+                         .stale_after_s = DEFAULT_STALE_S,
                          .admitted_ttl_s = DEFAULT_TTL_S },
                 .body_max = DEFAULT_BODY_MAX,
         };
@@ -167,10 +162,16 @@ int main(int argc, char **argv)
                 return 1;
         }
         const struct node_http_route routes[] = {
-                { .path = "/filter", .content_type = "application/json", .post = ext_filter_http,
-                  .ctx = &e, .body_max = o.body_max },
-                { .path = "/prioritize", .content_type = "application/json",
-                  .post = ext_prioritize_http, .ctx = &e, .body_max = o.body_max },
+                { .path = "/filter",
+                  .content_type = "application/json",
+                  .post = ext_filter_http,
+                  .ctx = &e,
+                  .body_max = o.body_max },
+                { .path = "/prioritize",
+                  .content_type = "application/json",
+                  .post = ext_prioritize_http,
+                  .ctx = &e,
+                  .body_max = o.body_max },
                 { .path = "/healthz", .content_type = "text/plain; charset=utf-8", .fn = healthz },
         };
         struct node_http *h = NULL;
@@ -182,8 +183,9 @@ int main(int argc, char **argv)
                 return 1;
         }
         gs_log_info("policy %s, node state stale after %llds, admitted pods charged up to %llds, "
-                    "bodies up to %zu bytes", gs_cp_policy_name(o.cfg.policy),
-                    (long long)o.cfg.stale_after_s, (long long)o.cfg.admitted_ttl_s, o.body_max);
+                    "bodies up to %zu bytes",
+                    gs_cp_policy_name(o.cfg.policy), (long long)o.cfg.stale_after_s,
+                    (long long)o.cfg.admitted_ttl_s, o.body_max);
         int sig = 0;
         sigwait(&stop, &sig);
         gs_log_info("signal %d: stopping", sig);
