@@ -166,3 +166,26 @@ int gs_state_open(const char *path, int flags, mode_t mode, const char *what,
         }
         return fd;
 }
+
+int gs_dir_check_trusted(const char *what, const char *dir, const struct stat *st, unsigned euid,
+                         bool root_ok, struct gs_error **err)
+{
+        if (!S_ISDIR(st->st_mode))
+                return gs_error_set(err, -EPERM, "refusing %s %s: it is %s, not a directory", what,
+                                    dir, gs_file_kind_name(st->st_mode));
+        if (st->st_uid != euid && !(root_ok && st->st_uid == 0))
+                return gs_error_set(err, -EPERM,
+                                    "refusing %s %s: the directory is owned by uid %u, expected "
+                                    "uid %u (%s)%s; another user may have created it",
+                                    what, dir, (unsigned)st->st_uid, euid,
+                                    root_ok ? "you" : "this process's user",
+                                    root_ok ? " or root" : "");
+        if (st->st_mode & (S_IWGRP | S_IWOTH))
+                return gs_error_set(err, -EPERM,
+                                    "refusing %s %s: the directory (mode %04o) is writable by "
+                                    "group or others, expected only its owner (uid %u) to write "
+                                    "there",
+                                    what, dir, (unsigned)(st->st_mode & 07777),
+                                    (unsigned)st->st_uid);
+        return 0;
+}

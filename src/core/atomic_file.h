@@ -7,6 +7,7 @@
 #ifndef GS_ATOMIC_FILE_H
 #define GS_ATOMIC_FILE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/stat.h>
 #include <sys/types.h>
@@ -47,5 +48,17 @@ const char *gs_file_kind_name(mode_t mode);
  * another negative errno with a message. */
 int gs_state_open(const char *path, int flags, mode_t mode, const char *what,
                   struct gs_error **err);
+
+/* Whether the directory `dir` (its lstat in *st) may hold files that a
+ * process running as `euid` trusts: a directory, owned by euid (or by root
+ * too when root_ok), and writable by nobody else. A group or other write
+ * bit is refused even with the sticky bit: sticky stops others from
+ * removing or renaming the owner's entries, not from creating, first, the
+ * names the owner will use (a `conf` symlink, a `lock`). Returns 0, or
+ * -EPERM with *err "refusing <what> <dir>: ..." naming the owner or mode
+ * found and what is expected. Shared by the CLI's check of the daemon's
+ * socket directory and the daemon's check of its state directory. */
+int gs_dir_check_trusted(const char *what, const char *dir, const struct stat *st, unsigned euid,
+                         bool root_ok, struct gs_error **err);
 
 #endif /* GS_ATOMIC_FILE_H */

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 
 #include "alloc.h"
+#include "atomic_file.h"
 #include "macro.h"
 
 bool gs_proto_request_known(uint16_t type)
@@ -261,21 +262,5 @@ int gs_local_check_dir(const char *dir, unsigned euid, struct gs_error **err)
                 return gs_error_set(err, -e, "cannot check the daemon's directory %s: %s", dir,
                                     strerror(e));
         }
-        if (!S_ISDIR(st.st_mode))
-                return gs_error_set(err, -EPERM,
-                                    "refusing the daemon socket in %s: it is not a directory",
-                                    dir);
-        if (st.st_uid != euid && st.st_uid != 0)
-                return gs_error_set(err, -EPERM,
-                                    "refusing the daemon socket in %s: the directory is owned by "
-                                    "uid %u, expected uid %u (you) or root; another user may "
-                                    "have created it",
-                                    dir, (unsigned)st.st_uid, euid);
-        if (st.st_mode & (S_IWGRP | S_IWOTH))
-                return gs_error_set(err, -EPERM,
-                                    "refusing the daemon socket in %s: the directory (mode %04o) "
-                                    "is writable by group or others, expected only its owner "
-                                    "(uid %u) to write there",
-                                    dir, (unsigned)(st.st_mode & 07777), (unsigned)st.st_uid);
-        return 0;
+        return gs_dir_check_trusted("the daemon socket in", dir, &st, euid, true, err);
 }

@@ -17,8 +17,40 @@
 #include "macro.h"
 #include "node_files.h"
 
+/* Whether the directories above the state directory `path` keep others
+ * from replacing it: each owned by root or us, and writable by others only
+ * with the sticky bit (/tmp: others cannot rename or remove our entry). */
+static int check_ancestors(const char *path, struct gs_error **err)
+{
+        char buf[NODE_PATH_MAX];
+        snprintf(buf, sizeof(buf), "%s", path);
+        for (char *slash = strrchr(buf, '/'); slash; slash = strrchr(buf, '/')) {
+                *slash = '\0';
+                const char *dir = slash == buf ? "/" : buf;
+                struct stat st;
+                if (stat(dir, &st) < 0)
+                        return gs_error_set(err, -errno, "cannot check %s: %s", dir,
+                                            strerror(errno));
+                bool owner_ok = st.st_uid == 0 || st.st_uid == geteuid();
+                bool write_ok = !(st.st_mode & (S_IWGRP | S_IWOTH)) || (st.st_mode & S_ISVTX);
+                if (!owner_ok || !write_ok)
+                        return gs_error_set(err, -EPERM,
+                                            "refusing the state directory %s: %s above it (uid %u, "
+                                            "mode %04o) lets another user replace it (expected "
+                                            "root's or uid %u's, writable by others only if "
+                                            "sticky)",
+                                            path, dir, (unsigned)st.st_uid,
+                                            (unsigned)(st.st_mode & 07777), (unsigned)geteuid());
+                if (slash == buf)
+                        break;
+        }
+        return 0;
+}
+
 /* mkdir -p with `mode` for the last component, which must then be a
- * directory of ours (a shared /tmp: not someone's symlink). */
+ * directory of ours that no other user can write to, reached through
+ * directories no other user can swap (a shared /tmp: not someone's
+ * symlink or 0777 directory). */
 static int make_state_dir(const char *path, mode_t mode, struct gs_error **err)
 {
         char buf[NODE_PATH_MAX];
@@ -39,12 +71,9 @@ static int make_state_dir(const char *path, mode_t mode, struct gs_error **err)
         struct stat st;
         if (lstat(buf, &st) < 0)
                 return gs_error_set(err, -errno, "cannot use %s: %s", buf, strerror(errno));
-        if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid())
-                return gs_error_set(err, -EPERM,
-                                    "cannot use state directory %s: not a directory owned by "
-                                    "uid %u",
-                                    buf, (unsigned)geteuid());
-        return 0;
+        int r = gs_dir_check_trusted("the state directory", buf, &st, (unsigned)geteuid(), false,
+                                     err);
+        return r < 0 ? r : check_ancestors(buf, err);
 }
 
 static void copy_opt(char *dst, size_t size, const char *src)

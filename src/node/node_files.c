@@ -56,9 +56,16 @@ int node_files_init(struct node *n, struct gs_error **err)
                 if (mkdir(path, 0755) < 0 && errno != EEXIST)
                         return gs_error_set(err, -errno, "cannot create %s: %s", path,
                                             strerror(errno));
+                /* Never through a link: a `conf` planted as a symlink
+                 * would have root write slice configs where it points. */
                 struct stat st;
-                if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
-                        return gs_error_set(err, -ENOTDIR, "%s is not a directory", path);
+                if (lstat(path, &st) < 0)
+                        return gs_error_set(err, -errno, "cannot use %s: %s", path,
+                                            strerror(errno));
+                int r = gs_dir_check_trusted("the state directory's", path, &st,
+                                             (unsigned)geteuid(), false, err);
+                if (r < 0)
+                        return r;
         }
         /* Every front-end that mounts the shim into containers (the device
          * plugin, the DRA driver) mounts this file with it. */
