@@ -228,5 +228,9 @@ int node_save_locked(struct node *n, struct gs_error **err)
                 gs_log_warn("state saved to %s, but its directory could not be synced (%s): "
                             "the change may not survive a power loss",
                             n->ledger_path, strerror(r));
+        /* A full disk is the daemon's failure, not the request's: not
+         * -ENOSPC, which callers read (and log at info) as "does not fit". */
+        if (r == -ENOSPC || r == -EDQUOT)
+                r = -EIO;
         return r < 0 ? r : 0;
 }

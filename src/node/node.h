@@ -181,7 +181,8 @@ int node_pod_locked(const struct node *n, const char *id, struct node_pod *ret);
 /* Forget slice id's pod (no-op when none is known). */
 void node_forget_pod_locked(struct node *n, const char *id);
 
-/* Persist the ledger; a failing directory sync is logged, not an error. */
+/* Persist the ledger; a failing directory sync is logged, not an error. A
+ * full disk (ENOSPC, EDQUOT) is -EIO: -ENOSPC means "does not fit". */
 int node_save_locked(struct node *n, struct gs_error **err);
 
 /* After a start: give every recorded slice whose files are missing or

@@ -106,7 +106,8 @@ static int write_dir(const struct node *n, const struct gs_slice *s, struct gs_e
         node_slice_dir_path(n, s->id, dir, sizeof(dir));
         mode_t mode = gs_slice_in_container(s) ? NODE_KUBE_DIR_MODE : NODE_LOCAL_DIR_MODE;
         if (mkdir(dir, mode) < 0 && errno != EEXIST)
-                return gs_error_set(err, -errno, "cannot create slice directory %s: %s", dir,
+                return gs_error_set(err, errno == ENOSPC || errno == EDQUOT ? -EIO : -errno,
+                                    "cannot create slice directory %s: %s", dir,
                                     strerror(errno));
         /* Opened without following a link: the directory is the tenant's,
          * a link in its place must not make us chmod or chown elsewhere. */
@@ -142,7 +143,8 @@ int node_files_write_slice(struct node *n, const struct gs_slice *s, struct gs_e
                             strerror(r));
                 r = 0;
         }
-        return r;
+        /* A full disk: the daemon's failure, not "does not fit" (-ENOSPC). */
+        return r == -ENOSPC || r == -EDQUOT ? -EIO : r;
 }
 
 bool node_files_slice_ok(struct node *n, const struct gs_slice *s)
