@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
@@ -95,6 +96,35 @@ void gs_proto_msg_done(struct gs_proto_msg *m)
         *m = (struct gs_proto_msg){ 0 };
 }
 
+static int kv_key_cmp(const void *a, const void *b)
+{
+        const struct gs_proto_kv *const *x = a, *const *y = b;
+        return strcmp((*x)->key, (*y)->key);
+}
+
+/* A request's keys are single-valued (but a plan's `want`): a repeated key
+ * is refused rather than one of its values silently taken. Sorted, so a
+ * frame of GS_PROTO_MAX_ITEMS lines costs n log n. */
+static int reject_repeats(const struct gs_proto_msg *m, struct gs_error **err)
+{
+        if (m->n_items < 2)
+                return 0;
+        const struct gs_proto_kv **by_key = gs_calloc(m->n_items, sizeof(*by_key));
+        if (!by_key)
+                return gs_error_set(err, -ENOMEM, "out of memory");
+        for (size_t i = 0; i < m->n_items; i++)
+                by_key[i] = &m->items[i];
+        qsort(by_key, m->n_items, sizeof(*by_key), kv_key_cmp);
+        int r = 0;
+        for (size_t i = 1; i < m->n_items && r == 0; i++)
+                if (strcmp(by_key[i]->key, by_key[i - 1]->key) == 0)
+                        r = gs_error_set(err, -EINVAL,
+                                         "key '%s' is repeated (a request gives each key once)",
+                                         by_key[i]->key);
+        gs_free(by_key);
+        return r;
+}
+
 int gs_proto_msg_parse(uint16_t type, const char *payload, size_t len, struct gs_proto_msg *ret,
                        struct gs_error **err)
 {
@@ -136,6 +166,13 @@ int gs_proto_msg_parse(uint16_t type, const char *payload, size_t len, struct gs
                 line = nl + 1;
         }
         m.n_items = lines;
+        if (type != GS_MSG_PLAN && gs_proto_request_known(type)) {
+                int r = reject_repeats(&m, err);
+                if (r < 0) {
+                        gs_proto_msg_done(&m);
+                        return r;
+                }
+        }
         *ret = m;
         return 0;
 }

@@ -77,7 +77,9 @@ struct gs_proto_msg {
 };
 
 /* Parse a payload. On success *ret owns its storage (gs_proto_msg_done);
- * -EINVAL with a message naming the line for malformed text, -ENOMEM. */
+ * -EINVAL with a message naming the line for malformed text, or naming the
+ * key repeated in a request (`type` a known request other than
+ * GS_MSG_PLAN, whose `want` repeats; replies may repeat keys), -ENOMEM. */
 int gs_proto_msg_parse(uint16_t type, const char *payload, size_t len, struct gs_proto_msg *ret,
                        struct gs_error **err);
 

@@ -25,7 +25,7 @@ static void round_trip(void **state)
         gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
         gs_proto_builder_add(&b, "gpu_milli", "%u", 300u);
         gs_proto_builder_add(&b, "name", "%s", "iris");
-        gs_proto_builder_add(&b, "name", "%s", "bad\nline");
+        gs_proto_builder_add(&b, "note", "%s", "bad\nline"); /* a request gives a key once */
         uint8_t *frame = NULL;
         size_t len = 0;
         assert_int_equal(gs_proto_builder_finish(&b, &frame, &len), 0);
@@ -99,6 +99,33 @@ static void bad_payloads(void **state)
         gs_proto_msg_done(&m);
         /* Embedded NUL in a value is a control character. */
         assert_int_equal(gs_proto_msg_parse(1, "k=a\0b\n", 6, &m, NULL), -EINVAL);
+}
+
+/* A create frame naming gpu_milli twice was granted the first value (issue
+ * 17): a request's keys are given once; a plan's want and a reply's
+ * records repeat. */
+static void repeated_keys(void **state)
+{
+        (void)state;
+        static const char create[] = "gpu_milli=100\npid=42\ngpu_milli=900\n";
+        struct gs_proto_msg m;
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_proto_msg_parse(GS_MSG_CREATE, create, strlen(create), &m, &err),
+                         -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "'gpu_milli' is repeated"));
+        err = gs_error_free(err);
+        static const char release[] = "id=s1\nid=s2\n";
+        assert_int_equal(gs_proto_msg_parse(GS_MSG_RELEASE, release, strlen(release), &m, NULL),
+                         -EINVAL);
+        static const char plan[] = "want=100,0\nwant=200,0\n";
+        assert_int_equal(gs_proto_msg_parse(GS_MSG_PLAN, plan, strlen(plan), &m, NULL), 0);
+        assert_int_equal(m.n_items, 2);
+        gs_proto_msg_done(&m);
+        static const char list[] = "gpu=0\ngpu_uuid=a\ngpu=1\ngpu_uuid=b\n";
+        assert_int_equal(gs_proto_msg_parse(GS_MSG_REPLY | GS_MSG_LIST, list, strlen(list), &m,
+                                            NULL), 0);
+        assert_int_equal(m.n_items, 4);
+        gs_proto_msg_done(&m);
 }
 
 static void size_limit(void **state)
@@ -204,6 +231,7 @@ int main(void)
                 cmocka_unit_test(round_trip),
                 cmocka_unit_test(header_errors),
                 cmocka_unit_test(bad_payloads),
+                cmocka_unit_test(repeated_keys),
                 cmocka_unit_test(size_limit),
                 cmocka_unit_test(default_dir),
                 cmocka_unit_test(check_dir),
