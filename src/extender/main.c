@@ -17,7 +17,9 @@
 #include "quantity.h"
 
 #define DEFAULT_LISTEN "0.0.0.0:8888"
-#define DEFAULT_BODY_MAX (8u << 20)
+/* The scheduler sends every candidate Node object (10-25 KiB each with its
+ * image list): 32 MiB is over a thousand nodes. */
+#define DEFAULT_BODY_MAX (32u << 20)
 #define DEFAULT_STALE_S 90 /* the node's heartbeat is 30 s: three missed */
 #define DEFAULT_TTL_S 60
 #define DURATION_MAX_S (7 * 86400)
@@ -39,7 +41,7 @@ static void usage(FILE *f)
                 "  --admitted-ttl DUR     how long a pod sent to a node is charged there "
                 "without the node\n"
                 "                         reporting it (default %ds)\n"
-                "  --max-body SIZE        largest request body (default 8Mi; 413 beyond)\n"
+                "  --max-body SIZE        largest request body (default 32Mi; 413 beyond)\n"
                 "  --log-level LEVEL      error, warning, info (default) or debug\n"
                 "  --version\n"
                 "DUR: seconds, or a number with s, m or h (30s, 2m); SIZE: bytes or Ki, Mi.\n",
