@@ -17,7 +17,10 @@ short runs and 1 s windows only. --gpu: the real driver and a real gpusliced
 Prints every figure with its target and one `VERDICT name: figure (target):
 PASS|FAIL` line per target. Exit status 0 even when a target is missed;
 1 when the harness itself broke (a slice that would not start, a missing
-binary), with the reason."""
+binary), with the reason.
+
+BUILD is a build tree or an unpacked real-GPU kit bundle (tests/gpu/pack.sh:
+a MANIFEST, bin/, lib/, kernels/)."""
 import argparse
 import bisect
 import os
@@ -235,7 +238,7 @@ def overhead(args, rep, seconds, reps):
              "== overhead, no competitor, limits off: the driver alone vs through gpuslice")
     figs = {m: {"tput": [], "launch": []} for m in ("bare", "noconfig", "whole", "slice999")}
     with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels) as w:
-        shim = os.path.join(w.build, "src/shim/libgpuslice.so")
+        shim = w.shim
         for _ in range(reps):
             for mode in figs:
                 for kernel, key, dur in (("10us", "tput", seconds), ("0", "launch", 1)):

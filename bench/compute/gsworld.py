@@ -42,6 +42,13 @@ def cache_var(build, name):
     return ""
 
 
+def is_bundle(path):
+    """True for an unpacked real-GPU kit bundle (tests/gpu/pack.sh): a
+    MANIFEST and the programs in bin/ instead of a build tree."""
+    return os.path.isfile(os.path.join(path, "MANIFEST")) and \
+        os.path.isfile(os.path.join(path, "bin/gpuslice"))
+
+
 def quantum_ns(source):
     """The arbiter's default quantum from src/core/arbiter.h."""
     try:
@@ -183,12 +190,21 @@ class World:
         self.tracer = None
         self.sampler = None
         self.tmp = tempfile.mkdtemp(prefix="gs-compute.")
-        self.gpuslice = os.path.join(self.build, "src/cli/gpuslice")
-        self.daemon_bin = os.path.join(self.build, "src/daemon/gpusliced")
-        self.bindir = os.path.join(self.build, "bench/compute")
-        self.simlib = cache_var(self.build, "GS_SIM_LIBDIR") if sim else ""
+        if is_bundle(self.build):  # an unpacked kit (tests/gpu/pack.sh): bin/, lib/, kernels/
+            self.gpuslice = os.path.join(self.build, "bin/gpuslice")
+            self.daemon_bin = os.path.join(self.build, "bin/gpusliced")
+            self.bindir = os.path.join(self.build, "bin")
+            self.shim = os.path.join(self.build, "lib/gpuslice/libgpuslice.so")
+            self.simlib = os.path.join(self.build, "lib/sim") if sim else ""
+            ptx = kernels or os.path.join(self.build, "kernels/gs_kernels.ptx")
+        else:  # a build tree
+            self.gpuslice = os.path.join(self.build, "src/cli/gpuslice")
+            self.daemon_bin = os.path.join(self.build, "src/daemon/gpusliced")
+            self.bindir = os.path.join(self.build, "bench/compute")
+            self.shim = os.path.join(self.build, "src/shim/libgpuslice.so")
+            self.simlib = cache_var(self.build, "GS_SIM_LIBDIR") if sim else ""
+            ptx = kernels or cache_var(self.build, "GS_KERNELS_PTX")
         self.smi_bin = os.path.join(self.simlib, "simgpu-smi") if sim else ""
-        ptx = kernels or cache_var(self.build, "GS_KERNELS_PTX")
         for p in (self.gpuslice, self.daemon_bin, os.path.join(self.bindir, "gs-burn"), ptx):
             if not os.path.exists(p):
                 raise HarnessError(f"not built: {p}")

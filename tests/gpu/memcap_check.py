@@ -9,7 +9,8 @@ ground truth) must be within the cap.
   memcap_check.py --build BUILD [--sim] [--paths alloc,pitch,...] [--cap 2Gi] [--out FILE]
 
 Prints figures and one VERDICT line per check; exit 0 when the scenarios ran
-(whatever the verdicts), 1 when the harness broke."""
+(whatever the verdicts), 1 when the harness broke. BUILD is a build tree or
+an unpacked kit bundle (tests/gpu/pack.sh)."""
 import argparse
 import ctypes
 import os

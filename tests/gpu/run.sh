@@ -16,6 +16,12 @@
 #   tests/gpu/run.sh [--build DIR] [--out DIR]      real GPU
 #   tests/gpu/run.sh --sim --build DIR [--out DIR]  the same logic on simgpu
 #       against an existing build, short (the ctest gpu_kit_sim)
+#   tests/gpu/run.sh --bundle DIR [--sim] [--out DIR]
+#       from an unpacked bundle of tests/gpu/pack.sh (its ./run.sh): no
+#       cmake, no build, programs and libraries from DIR/bin and DIR/lib; on
+#       a bare GPU machine it needs only the NVIDIA driver, bash and
+#       /usr/bin/python3. Kernels: a cubin when nvcc is there, else the
+#       bundled PTX, JIT-compiled by the driver. Figures default to DIR.
 #
 # Exit status: 0 when every scenario ran (verdicts are in the file; targets
 # missed are not errors), 1 when something broke (no GPU, build failure, a
@@ -24,19 +30,45 @@ set -uo pipefail
 src=$(cd "$(dirname "$0")/../.." && pwd)
 sim=0
 build=""
+bundle=""
 outdir=${OUT:-}
 while [ $# -gt 0 ]; do
   case "$1" in
     --sim) sim=1 ;;
     --build) build=${2:?--build DIR}; shift ;;
+    --bundle) bundle=${2:?--bundle DIR}; shift ;;
     --out) outdir=${2:?--out DIR}; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "tests/gpu/run.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
   esac
   shift
 done
 die() { echo "tests/gpu/run.sh: $*" >&2; exit 1; }
 t_start=$(date +%s)
+rev=$(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')
+
+# An unpacked bundle (tests/gpu/pack.sh): everything comes from it.
+if [ -n "$bundle" ]; then
+  [ -z "$build" ] || die "--bundle and --build exclude each other"
+  bundle=$(cd "$bundle" 2>/dev/null && pwd) || die "no bundle directory $bundle"
+  [ -f "$bundle/MANIFEST" ] && [ -x "$bundle/bin/gpuslice" ] ||
+    die "$bundle is not an unpacked kit bundle (no MANIFEST or bin/gpuslice; see tests/gpu/pack.sh)"
+  for f in bin/gpuslice bin/gpusliced bin/gs-burn bin/gs-reqload bin/gs-memcap \
+           lib/gpuslice/libgpuslice.so kernels/gs_kernels.ptx tests/gpu/memcap_check.py \
+           bench/compute/compute_bench.py bench/compute/gsworld.py; do
+    [ -e "$bundle/$f" ] || die "the bundle lacks $f"
+  done
+  src=$bundle  # the bundle's own copies of the kit's scripts
+  [ -x /usr/bin/python3 ] || die "/usr/bin/python3 is needed (standard library only)"
+  rev=$(sed -n 's/^git: //p' "$bundle/MANIFEST" | head -1)
+  need=$(sed -n 's/^glibc: >= //p' "$bundle/MANIFEST" | head -1)
+  have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
+  if [ -n "$need" ] && [ -n "$have" ] &&
+     [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+    die "this machine's glibc is $have; the bundle needs >= $need (pack it on an older distribution)"
+  fi
+  build=$bundle
+fi
 
 if [ $sim = 0 ]; then
   # ---- fail fast without a GPU -------------------------------------------------------------
@@ -45,7 +77,6 @@ if [ $sim = 0 ]; then
         "on a CPU-only machine run 'bench/run-compute.sh BUILD' or 'tests/gpu/run.sh --sim --build BUILD')"
   nvidia-smi -L >/dev/null 2>&1 || die "nvidia-smi finds no usable GPU: $(nvidia-smi -L 2>&1 | head -3)"
   nvcc=$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)
-  [ -x "$nvcc" ] || die "nvcc not found (install the CUDA toolkit or put it on PATH)"
   # without simgpu: the real libcuda.so.1 and libnvidia-ml.so.1 only
   unset SIMGPU_DIR SIMGPU_DEVICES SIMGPU_MEMORY SIMGPU_CTX_OVERHEAD SIMGPU_TIMESLICE_US \
         GPUSLICE_SIM_LIBDIR GPUSLICE_CONFIG GPUSLICE_SOCKET GPUSLICE_STATE_DIR LD_PRELOAD
@@ -53,30 +84,59 @@ if [ $sim = 0 ]; then
     LD_LIBRARY_PATH=$(echo "$LD_LIBRARY_PATH" | tr ':' '\n' | grep -v '/sim$' | paste -sd: -)
     export LD_LIBRARY_PATH
   fi
-  build=${build:-$src/build-gpu}
-  mkdir -p "$build" || die "cannot create $build"
-  build=$(cd "$build" && pwd)
-  echo "== building gpuslice in $build"
-  cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/kit-cmake.log" 2>&1 ||
-    die "cmake failed; see $build/kit-cmake.log"
-  cmake --build "$build" -j "$(nproc)" --target gpuslice gpusliced gpuslice_shim gs_compute_bench \
-    >"$build/kit-build.log" 2>&1 || die "build failed; see $build/kit-build.log"
-  # ---- kernels for the real architecture ----------------------------------------------------
+  if [ -n "$bundle" ]; then
+    outdir=${outdir:-$bundle}
+    mkdir -p "$outdir" || die "cannot create $outdir"
+    logs=$outdir
+    ptx="$bundle/kernels/gs_kernels.ptx"
+    cu="$bundle/kernels/gs_kernels.cu"
+  else
+    build=${build:-$src/build-gpu}
+    mkdir -p "$build" || die "cannot create $build"
+    build=$(cd "$build" && pwd)
+    logs=$build
+    echo "== building gpuslice in $build"
+    cmake -S "$src" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$build/kit-cmake.log" 2>&1 ||
+      die "cmake failed; see $build/kit-cmake.log"
+    cmake --build "$build" -j "$(nproc)" --target gpuslice gpusliced gpuslice_shim gs_compute_bench \
+      >"$build/kit-build.log" 2>&1 || die "build failed; see $build/kit-build.log"
+    ptx="$build/sim/gs_kernels.ptx"
+    cu="$src/sim/kernels/gs_kernels.cu"
+  fi
+  # ---- kernels: a cubin for the real architecture, else PTX for the driver's JIT -----------
   cc=$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')
   if [[ "$cc" =~ ^[0-9]+$ ]]; then arch=sm_$cc; else arch=native; fi
-  kernels="$build/gs_kernels.$arch.cubin"
-  "$nvcc" -cubin -arch="$arch" "$src/sim/kernels/gs_kernels.cu" -o "$kernels" \
-    >"$build/kit-nvcc.log" 2>&1 || die "nvcc -cubin -arch=$arch failed; see $build/kit-nvcc.log"
+  kernels=""
+  if [ -x "$nvcc" ] && [ -f "$cu" ]; then
+    kernels="$logs/gs_kernels.$arch.cubin"
+    if ! "$nvcc" -cubin -arch="$arch" "$cu" -o "$kernels" >"$logs/kit-nvcc.log" 2>&1; then
+      echo "nvcc -cubin -arch=$arch failed (see $logs/kit-nvcc.log): using the PTX" >&2
+      kernels=""
+    fi
+  fi
+  if [ -z "$kernels" ]; then
+    [ -f "$ptx" ] || die "no nvcc and no PTX of the kernels ($ptx)"
+    kernels=$ptx
+    arch="PTX $(sed -n 's/^\.target //p' "$ptx" | head -1), ISA $(sed -n 's/^\.version //p' "$ptx" | head -1), JIT-compiled by the driver for $arch"
+  fi
   mode=(--kit --gpu)
   memflags=()
 else
-  [ -n "$build" ] || die "--sim needs --build DIR (an existing build)"
+  [ -n "$build" ] || die "--sim needs --build DIR (an existing build) or --bundle DIR"
   build=$(cd "$build" 2>/dev/null && pwd) || die "no build directory $build"
-  for f in src/cli/gpuslice src/daemon/gpusliced src/shim/libgpuslice.so bench/compute/gs-burn \
-           bench/compute/gs-memcap sim/simgpu-smi sim/gs_kernels.ptx; do
-    [ -e "$build/$f" ] || { echo "tests/gpu/run.sh --sim: $build/$f is not built; skipped"; exit 77; }
-  done
-  kernels="$build/sim/gs_kernels.ptx"
+  if [ -n "$bundle" ]; then
+    for f in bin/gs-simtrace lib/sim/libcuda.so.1 lib/sim/libnvidia-ml.so.1 lib/sim/simgpu-smi; do
+      [ -e "$bundle/$f" ] || die "the bundle lacks $f (simgpu, for --sim)"
+    done
+    kernels="$bundle/kernels/gs_kernels.ptx"
+    outdir=${outdir:-$bundle}
+  else
+    for f in src/cli/gpuslice src/daemon/gpusliced src/shim/libgpuslice.so bench/compute/gs-burn \
+             bench/compute/gs-memcap sim/simgpu-smi sim/gs_kernels.ptx; do
+      [ -e "$build/$f" ] || { echo "tests/gpu/run.sh --sim: $build/$f is not built; skipped"; exit 77; }
+    done
+    kernels="$build/sim/gs_kernels.ptx"
+  fi
   arch="simgpu (PTX)"
   # the real kit's path (ground truth by kernel counting), shortened for a ctest
   mode=(--kit-short --truth kernels)
@@ -87,7 +147,7 @@ outdir=${outdir:-$build}
 mkdir -p "$outdir" || die "cannot create $outdir"
 figures="$outdir/gpu-figures.txt"
 {
-  echo "gpuslice real-GPU kit, $(date -u +%Y-%m-%dT%H:%M:%SZ), $(git -C "$src" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  echo "gpuslice real-GPU kit, $(date -u +%Y-%m-%dT%H:%M:%SZ), $rev${bundle:+, from the bundle $bundle}"
   if [ $sim = 0 ]; then
     nvidia-smi --query-gpu=index,name,memory.total,compute_cap,driver_version --format=csv,noheader |
       sed 's/^/GPU: /'
