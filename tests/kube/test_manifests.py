@@ -124,6 +124,37 @@ def check_evict_overlay(objs):
                                 "namespace": sa["metadata"]["namespace"]}], crb["subjects"]
 
 
+def check_node_report_overlay(objs):
+    """components/node-report: a token, NODE_NAME, --report-node, nodes get
+    and patch for the base's ServiceAccount, and the admission policy that
+    narrows it to its own Node's annotation."""
+    ds = next(o for o in objs if o["kind"] == "DaemonSet")
+    spec = ds["spec"]["template"]["spec"]
+    assert spec["automountServiceAccountToken"] is True, "the report needs the token"
+    c = spec["containers"][0]
+    assert "--report-node" in c["args"], c["args"]
+    env = [e for e in c["env"] if e["name"] == "NODE_NAME"]
+    assert env == [{"name": "NODE_NAME",
+                    "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}], env
+    role = next(o for o in objs if o["kind"] == "ClusterRole"
+                and o["metadata"]["name"] == "gpusliced-node-report")
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"],
+                              "verbs": ["get", "patch"]}], role["rules"]
+    vap = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicy"
+               and o["metadata"]["name"] == "gpusliced-node-report")
+    rules = vap["spec"]["matchConstraints"]["resourceRules"]
+    assert rules == [{"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"],
+                      "resources": ["nodes"]}], rules
+    assert vap["spec"]["failurePolicy"] == "Fail"
+    exprs = " ".join(v["expression"] for v in vap["spec"]["validations"])
+    assert "object.metadata.name == variables.userNodeName" in exprs, exprs
+    assert "object.spec == oldObject.spec" in exprs, exprs
+    binding = next(o for o in objs if o["kind"] == "ValidatingAdmissionPolicyBinding"
+                   and o["metadata"]["name"] == "gpusliced-node-report")
+    assert binding["spec"] == {"policyName": "gpusliced-node-report",
+                               "validationActions": ["Deny"]}, binding["spec"]
+
+
 def check_dra_overlay(objs):
     """The base with components/dra, as kubectl kustomize renders it: the
     DaemonSet is the DRA variant (both paths, token, NODE_NAME, host paths),
@@ -330,13 +361,16 @@ def main():
         args = ds["spec"]["template"]["spec"]["containers"][0]["args"]
         assert "--kubelet" not in args and args[-1] == "--dra", args
         items += [("overlay with components/dra, no --kubelet", o) for o in alone]
-        # The evict policy: alone (device plugin only) and with DRA.
-        for name, comps in (("evict", ["evict"]), ("dra-evict", ["dra", "evict"])):
+        # The evict policy and the node report: alone (device plugin only)
+        # and with DRA.
+        for name, comps in (("evict", ["evict"]), ("dra-evict", ["dra", "evict"]),
+                            ("node-report", ["node-report"]),
+                            ("dra-node-report", ["dra", "node-report"])):
             ev = kustomize(k, overlay(d, name, "apiVersion: kustomize.config.k8s.io/v1beta1\n"
                                       "kind: Kustomization\nresources:\n- {deploy}\n"
                                       "components:\n" + "".join(
                                           "- {deploy}/components/%s\n" % c for c in comps)))
-            check_evict_overlay(ev)
+            (check_evict_overlay if "evict" in comps else check_node_report_overlay)(ev)
             items += [("overlay with components/%s" % ", ".join(comps), o) for o in ev]
 
         # The scheduler extender (device-plugin path), alone and with DRA.
