@@ -45,7 +45,7 @@ glibc_or_driver() {
   return 1
 }
 for f in "$kit"/bin/*; do
-  env -i PATH=/usr/bin:/bin ldd "$f" >"$work/ldd" 2>&1 || fail "ldd $(basename "$f"): $(cat "$work/ldd")"
+  env -i PATH=/usr/bin:/bin LD_LIBRARY_PATH="$kit/lib/cxx" ldd "$f" >"$work/ldd" 2>&1 || fail "ldd $(basename "$f"): $(cat "$work/ldd")"
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     if [ "$path" = not ]; then
@@ -90,7 +90,8 @@ enqueue() { local x; for x in $(needed "$1"); do queue+=("$x"); done; }
 libdirs=(/usr/lib/x86_64-linux-gnu /lib/x86_64-linux-gnu /usr/lib64 /usr/lib)
 declare -A seen=()
 queue=()
-for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*; do
+inkit() { [ -f "$kit/lib/$1" ] && echo "$kit/lib/$1" || { [ -f "$kit/lib/cxx/$1" ] && echo "$kit/lib/cxx/$1"; }; }
+for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/cxx/* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*; do
   [ -f "$f" ] && enqueue "$f"
 done
 : >"$work/hidden"
@@ -100,12 +101,13 @@ while [ ${#queue[@]} -gt 0 ]; do
   [ -z "${seen[$n]:-}" ] || continue
   seen[$n]=1
   glibc_or_driver "$n" && continue
-  [ -f "$kit/lib/$n" ] && enqueue "$kit/lib/$n"
+  own=$(inkit "$n")
+  [ -z "$own" ] || enqueue "$own"
   for d in "${libdirs[@]}"; do
     [ -e "$d/$n" ] || continue
     r=$(readlink -f "$d/$n")
     grep -qxF "$r" "$keep" || echo "$r" >>"$work/hidden"
-    [ -f "$kit/lib/$n" ] || enqueue "$r"
+    [ -n "$own" ] || enqueue "$r"
   done
 done
 sort -u -o "$work/hidden" "$work/hidden"

@@ -9,6 +9,9 @@
 #   bin/       gpuslice, gpusliced, gs-burn, gs-reqload, gs-memcap, gs-simtrace
 #   lib/       every shared library they need that is not glibc's or the
 #              driver's (ldd, transitively), by soname
+#   lib/cxx/   libstdc++ and libgcc_s: not on the rpath; run.sh puts them on
+#              LD_LIBRARY_PATH when the machine's glibc is new enough for
+#              them (Debian 12's need 2.36), else the system's are used
 #   lib/gpuslice/libgpuslice.so  the shim (glibc only, no rpath: it is
 #              preloaded into tenants and must pull nothing into them)
 #   lib/sim/   simgpu (libcuda.so.1, libnvidia-ml.so.1, simgpu-smi) for
@@ -49,6 +52,7 @@ done
 
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/gs-pack.XXXXXX")
 trap 'rm -rf "$tmp"' EXIT
+trap 'echo "tests/gpu/pack.sh: failed at line $LINENO" >&2' ERR
 if [ -z "$build" ]; then
   build="$tmp/build"
 fi
@@ -163,6 +167,12 @@ for f in "$kit"/bin/*; do
 done
 touch "$tmp/libs.txt"
 sort -u -o "$tmp/libs.txt" "$tmp/libs.txt"
+# The C++ runtime needs the newest glibc of all (arc4random: 2.36 on Debian 12) and is on any
+# machine with python3 anyway: kept aside so that an older glibc can use its own.
+mkdir -p "$kit/lib/cxx"
+for n in libstdc++.so.6 libgcc_s.so.1; do
+  [ ! -e "$kit/lib/$n" ] || mv "$kit/lib/$n" "$kit/lib/cxx/$n"
+done
 
 # ---- checks: the bundle reaches nothing outside itself but glibc and the driver ---------------
 kitreal=$(readlink -f "$kit")
@@ -170,7 +180,7 @@ for f in "$kit"/bin/*; do
   rp=$(readelf -d "$f" | sed -n 's/.*(RPATH).*\[\(.*\)\]/\1/p')
   [ "$rp" = '$ORIGIN/../lib' ] || die "$(basename "$f"): RPATH is '$rp', not \$ORIGIN/../lib"
 done
-for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*; do
+for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/cxx/* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*; do
   [ -f "$f" ] || continue
   ! readelf -d "$f" 2>/dev/null | grep -q '(RUNPATH)' ||
     die "$f has a RUNPATH (it would not resolve through the programs' RPATH)"
@@ -182,7 +192,7 @@ for f in "$kit"/lib/gpuslice/libgpuslice.so "$kit"/lib/sim/*.so*; do
   done
 done
 for f in "$kit"/bin/*; do
-  env -u LD_LIBRARY_PATH -u LD_PRELOAD ldd "$f" >"$tmp/ldd.txt" 2>&1 || true
+  env -u LD_PRELOAD LD_LIBRARY_PATH="$kit/lib/cxx" ldd "$f" >"$tmp/ldd.txt" 2>&1 || true
   while read -r name arrow path _; do
     [ "$arrow" = "=>" ] || continue
     is_system "$name" && continue
@@ -190,10 +200,18 @@ for f in "$kit"/bin/*; do
     case "$real" in "$kitreal"/lib/*) ;; *) die "$(basename "$f"): $name resolves to $path, outside the bundle" ;; esac
   done <"$tmp/ldd.txt"
 done
-# the newest glibc symbol version any file needs
-glibc=$(for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*; do
-          readelf -W -V "$f" 2>/dev/null | grep -o 'GLIBC_[0-9][0-9.]*' ; done |
-        sed 's/GLIBC_//' | sort -uV | tail -1)
+# the newest symbol versions the files need (glibc's, libstdc++'s)
+needs() {  # PREFIX FILE...: the newest PREFIX_x.y the files' version-needs sections name
+  local p=$1 f
+  shift
+  for f in "$@"; do
+    [ -f "$f" ] && readelf -W -V "$f" 2>/dev/null | sed -n '/Version needs section/,$p' |
+      grep -o "Name: ${p}_[0-9][0-9.]*" || true
+  done | sed "s/Name: ${p}_//" | sort -uV | tail -1
+}
+glibc=$(needs GLIBC "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/gpuslice/* "$kit"/lib/sim/*)
+glibc_cxx=$(needs GLIBC "$kit"/lib/cxx/*)
+glibcxx=$(needs GLIBCXX "$kit"/bin/* "$kit"/lib/*.so*)
 
 # ---- MANIFEST ----------------------------------------------------------------------------------
 {
@@ -202,6 +220,8 @@ glibc=$(for f in "$kit"/bin/* "$kit"/lib/*.so* "$kit"/lib/gpuslice/* "$kit"/lib/
   echo "packed: $(date -u +%Y-%m-%dT%H:%M:%SZ) on $(. /etc/os-release 2>/dev/null; echo "${PRETTY_NAME:-?}") $(uname -m)"
   echo "build: RelWithDebInfo, $(cache CMAKE_C_COMPILER | xargs -I{} sh -c '{} --version | head -1'), $(cmake --version | head -1)"
   echo "glibc: >= ${glibc:-?}"
+  echo "glibc for lib/cxx: >= ${glibc_cxx:-?}"
+  echo "libstdc++: GLIBCXX_${glibcxx:-?} (lib/cxx's with a glibc >= ${glibc_cxx:-?}, else the system's libstdc++.so.6)"
   echo "kernels: gs_kernels.ptx .target $ptx_target, $ptx_note"
   echo "needs on the GPU machine: the NVIDIA driver (libcuda.so.1, libnvidia-ml.so.1, nvidia-smi), bash, /usr/bin/python3 (standard library, ctypes)"
   echo
@@ -240,4 +260,4 @@ if [ "$size" -gt "$limit" ]; then
 fi
 mv "$out.tmp" "$out"
 echo "== pack: $out: $((size / 1024)) KiB compressed ($(du -sh "$kit" | cut -f1) unpacked), $nfiles files," \
-     "$nlibs bundled libraries, glibc >= ${glibc:-?}, PTX ISA $ptx_ver"
+     "$nlibs bundled libraries, glibc >= ${glibc:-?} (${glibc_cxx:-?} for the bundled libstdc++), PTX ISA $ptx_ver"

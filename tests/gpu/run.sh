@@ -63,10 +63,19 @@ if [ -n "$bundle" ]; then
   rev=$(sed -n 's/^git: //p' "$bundle/MANIFEST" | head -1)
   need=$(sed -n 's/^glibc: >= //p' "$bundle/MANIFEST" | head -1)
   have=$(getconf GNU_LIBC_VERSION 2>/dev/null | awk '{print $2}')
-  if [ -n "$need" ] && [ -n "$have" ] &&
-     [ "$(printf '%s\n%s\n' "$need" "$have" | sort -V | head -1)" != "$need" ]; then
+  older() { [ -n "$1" ] && [ -n "$2" ] && [ "$(printf '%s\n%s\n' "$1" "$2" | sort -V | head -1)" != "$1" ]; }
+  if older "$need" "$have"; then
     die "this machine's glibc is $have; the bundle needs >= $need (pack it on an older distribution)"
   fi
+  # the bundled C++ runtime (lib/cxx, not on the programs' rpath) where this glibc can load it
+  cxx_need=$(sed -n 's/^glibc for lib\/cxx: >= //p' "$bundle/MANIFEST" | head -1)
+  cxx="the system's libstdc++.so.6 (this glibc $have is older than the $cxx_need of the bundled one)"
+  if [ -d "$bundle/lib/cxx" ] && ! older "$cxx_need" "$have"; then
+    export LD_LIBRARY_PATH="$bundle/lib/cxx${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+    cxx="the bundle's (lib/cxx)"
+  fi
+  err=$("$bundle/bin/gpusliced" --version 2>&1 >/dev/null) ||
+    die "the bundle's gpusliced does not start here (C++ runtime: $cxx): $err"
   build=$bundle
 fi
 
@@ -155,6 +164,7 @@ figures="$outdir/gpu-figures.txt"
     echo "GPU: none: --sim mode (simgpu, gpusliced --sim): checks the kit's logic, not a GPU"
   fi
   echo "kernels: $kernels ($arch)"
+  [ -z "$bundle" ] || echo "C++ runtime: $cxx"
 } >"$figures"
 
 status=0
