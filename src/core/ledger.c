@@ -18,12 +18,23 @@
 #include "compute_policy.h"
 #include "number.h"
 #include "overuse_policy.h"
+#include "quantity.h"
 #include "unit_ids.h"
 #include "macro.h"
 
 #define LEDGER_MAGIC "gpuslice-ledger"
 /* A Kubernetes slice of 8 whole GPUs lists up to 8000 unit ids. */
 #define LEDGER_MAX_LINE (128 * 1024)
+
+uint64_t gs_ledger_checksum(const char *text, size_t len)
+{
+        uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 */
+        for (size_t i = 0; i < len; i++) {
+                h ^= (unsigned char)text[i];
+                h *= 0x100000001b3ull;
+        }
+        return h;
+}
 
 void gs_ledger_init(struct gs_ledger *l)
 {
@@ -305,8 +316,12 @@ int gs_ledger_encode(const struct gs_ledger *l, char **ret_buf, size_t *ret_len)
                         sbuf_printf(&b, " gpu=%u,%s", s->gpus[g].index, s->gpus[g].uuid);
                 if (s->units && *s->units)
                         sbuf_printf(&b, " units=%s", s->units);
+                if (s->overcommitted)
+                        sbuf_printf(&b, " overcommit=1");
                 sbuf_printf(&b, "\n");
         }
+        if (!b.oom)
+                sbuf_printf(&b, "sum %016" PRIx64 "\n", gs_ledger_checksum(b.data, b.len));
         sbuf_printf(&b, "end %zu\n", l->n_slices);
         if (b.oom) {
                 gs_free(b.data);
@@ -344,7 +359,7 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
         static const char *const keys[] = { "id",  "milli", "memory",  "policy", "pid",  "start",
                                             "uid", "created", "name", "gpu",    "kind",
                                             "units", "claim", "request", "share",
-                                            "overuse", "claim_ns", "claim_name" };
+                                            "overuse", "claim_ns", "claim_name", "overcommit" };
         char *eq = strchr(tok, '=');
         if (!eq)
                 return gs_error_set(err, -EINVAL, "line %u: token '%.40s' is not key=value", lineno,
@@ -408,6 +423,10 @@ static int slice_token(struct gs_slice *s, char *tok, unsigned *seen, unsigned l
                 if (ok)
                         memcpy(s->claim.name, v, strlen(v) + 1);
                 break;
+        case 18:
+                ok = strcmp(v, "1") == 0;
+                s->overcommitted = ok;
+                break;
         }
         if (!ok)
                 return gs_error_set(err, -EINVAL, "line %u: bad value for '%s'", lineno, tok);
@@ -443,10 +462,38 @@ static int parse_slice_line(struct gs_ledger *l, char *rest, unsigned lineno, st
         return 0;
 }
 
-static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
+/* The `sum <16 hex digits>` line at `line`: the checksum of the `prefix`
+ * bytes before it (the original text: decoding writes into its copy). */
+static int check_sum(const char *line, const char *prefix, size_t len, unsigned lineno,
+                     struct gs_error **err)
+{
+        uint64_t want = 0;
+        const char *hex = line + 4;
+        bool ok = strlen(hex) == 16;
+        for (size_t i = 0; ok && i < 16; i++) {
+                char c = hex[i];
+                unsigned d = c >= '0' && c <= '9' ? (unsigned)(c - '0')
+                             : c >= 'a' && c <= 'f' ? (unsigned)(c - 'a' + 10) : 16u;
+                ok = d < 16;
+                want = want << 4 | d;
+        }
+        if (!ok)
+                return gs_error_set(err, -EINVAL, "line %u: expected 'sum' and 16 hex digits",
+                                    lineno);
+        uint64_t have = gs_ledger_checksum(prefix, len);
+        if (have != want)
+                return gs_error_set(err, -EINVAL,
+                                    "line %u: checksum %016" PRIx64 " does not match the records "
+                                    "above it (%016" PRIx64 "): the ledger was edited or damaged",
+                                    lineno, want, have);
+        return 0;
+}
+
+static int decode_lines(struct gs_ledger *l, char *text, const char *orig, bool *ret_summed,
+                        struct gs_error **err)
 {
         unsigned lineno = 0;
-        bool ended = false;
+        bool ended = false, summed = false;
         char *line = text;
         while (*line) {
                 char *nl = strchr(line, '\n');
@@ -475,10 +522,19 @@ static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
                             !parse_u64(line + 8, UINT64_MAX / 2, &u) || u == 0)
                                 return gs_error_set(err, -EINVAL, "line 2: expected 'next_id N'");
                         l->next_id = u;
+                } else if (summed && strncmp(line, "end ", 4) != 0) {
+                        return gs_error_set(err, -EINVAL, "line %u: only 'end' may follow 'sum'",
+                                            lineno);
                 } else if (strncmp(line, "slice ", 6) == 0) {
                         int r = parse_slice_line(l, line + 6, lineno, err);
                         if (r < 0)
                                 return r;
+                } else if (strncmp(line, "sum ", 4) == 0) {
+                        /* Checked, and then only `end` may follow. */
+                        int r = check_sum(line, orig, (size_t)(line - text), lineno, err);
+                        if (r < 0)
+                                return r;
+                        summed = true;
                 } else if (strncmp(line, "end ", 4) == 0) {
                         if (!parse_u64(line + 4, GS_LEDGER_MAX_SLICES, &u) || u != l->n_slices)
                                 return gs_error_set(err, -EINVAL,
@@ -493,6 +549,7 @@ static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
         }
         if (!ended)
                 return gs_error_set(err, -EINVAL, "no 'end' line (truncated file)");
+        *ret_summed = summed;
         /* An id at or above next_id would be handed out again. Kubernetes
          * ids of ledgers written before both kinds shared next_id move it
          * on instead. */
@@ -513,6 +570,55 @@ static int decode_lines(struct gs_ledger *l, char *text, struct gs_error **err)
         return 0;
 }
 
+int gs_ledger_check_shares(const struct gs_ledger *l, struct gs_error **err)
+{
+        /* Per GPU uuid (indexes may change across reboots; uuids do not):
+         * the sum of its shares and the whole-GPU slice holding it. */
+        struct seen {
+                const char *uuid;
+                uint32_t milli;
+                const struct gs_slice *whole;
+                const struct gs_slice *first;
+        } gpus[GS_MAX_GPUS];
+        unsigned n_gpus = 0;
+        for (size_t i = 0; i < l->n_slices; i++) {
+                const struct gs_slice *s = &l->slices[i];
+                bool whole = gs_slice_is_whole(s);
+                for (unsigned g = 0; g < s->n_gpus; g++) {
+                        const char *uuid = s->gpus[g].uuid;
+                        struct seen *e = NULL;
+                        for (unsigned k = 0; k < n_gpus && !e; k++)
+                                if (strcmp(gpus[k].uuid, uuid) == 0)
+                                        e = &gpus[k];
+                        if (!e && n_gpus == GS_MAX_GPUS)
+                                return gs_error_set(err, -EINVAL,
+                                                    "slice %s: more than %d GPUs in the ledger",
+                                                    s->id, GS_MAX_GPUS);
+                        if (!e) {
+                                e = &gpus[n_gpus++];
+                                *e = (struct seen){ .uuid = uuid, .first = s };
+                        } else if ((e->whole || whole) && !s->overcommitted) {
+                                return gs_error_set(err, -EINVAL,
+                                                    "slice %s shares GPU %s with slice %s, but "
+                                                    "a whole-GPU slice holds its GPU alone",
+                                                    s->id, uuid,
+                                                    e->whole ? e->whole->id : e->first->id);
+                        }
+                        if (whole && !e->whole)
+                                e->whole = s;
+                        if (whole || s->overcommitted)
+                                continue;
+                        e->milli += s->milli;
+                        if (e->milli > GS_MILLI_PER_GPU)
+                                return gs_error_set(err, -EINVAL,
+                                                    "slice %s: the shares on GPU %s add up to "
+                                                    "%" PRIu32 "m with it, more than %um",
+                                                    s->id, uuid, e->milli, GS_MILLI_PER_GPU);
+                }
+        }
+        return 0;
+}
+
 int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs_error **err)
 {
         if (len > GS_LEDGER_MAX_BYTES)
@@ -528,12 +634,16 @@ int gs_ledger_decode(struct gs_ledger *l, const char *buf, size_t len, struct gs
         text[len] = '\0';
         struct gs_ledger n;
         gs_ledger_init(&n);
-        int r = decode_lines(&n, text, err);
+        bool summed = false;
+        int r = decode_lines(&n, text, buf, &summed, err);
         gs_free(text);
+        if (r == 0)
+                r = gs_ledger_check_shares(&n, err);
         if (r < 0) {
                 gs_ledger_done(&n);
                 return r;
         }
+        n.unsummed = !summed;
         gs_ledger_done(l);
         *l = n;
         return 0;

@@ -8,11 +8,16 @@
  *   next_id 18
  *   slice id=s17 milli=300 memory=6442450944 policy=share pid=4242
  *         start=991234 uid=1000 created=1764471845 name=iris gpu=0,GPU-1234…
+ *   sum 5d3c0c1fd1b2a8e4
  *   end 1
  *
  * (one `slice` line per slice, tokens separated by single spaces; `gpu=`
- * repeats for whole-GPU slices; `end` carries the slice count so a
- * truncated file is detected). A Kubernetes slice (made by the kubelet
+ * repeats for whole-GPU slices; `sum` is gs_ledger_checksum of every byte
+ * before its line, so an edited or damaged record is detected; `end`
+ * carries the slice count so a truncated file is detected). A ledger
+ * without `sum` (written before it existed) still decodes, with `unsummed`
+ * set; the next save writes it. Decoding also checks
+ * gs_ledger_check_shares. A Kubernetes slice (made by the kubelet
  * device plugin of `gpusliced --kubelet`) carries `kind=k8s`, an id
  * "k8s-<n>" and pid=0 start=0 uid=0: it belongs to no local process and is
  * freed by the plugin when PodResources shows no pod holds it; its
@@ -23,7 +28,8 @@
  * the claim and its pods can be found again after a restart). Any slice
  * with a policy of its own for over-use carries `overuse=report|kill|evict`
  * (none: the daemon's, GS_OVERUSE_DEFAULT). Optional tokens may be
- * missing from older ledgers. Ids of all kinds come from one counter,
+ * missing from older ledgers. A slice restored over a full GPU carries
+ * `overcommit=1`. Ids of all kinds come from one counter,
  * next_id, so none is reused across restarts. Anything else is rejected as
  * a whole. */
 #ifndef GS_LEDGER_H
@@ -89,6 +95,10 @@ struct gs_slice {
          * it, remove frees it); a copy of a ledger entry borrows it. */
         char *units;
         struct gs_slice_claim claim;    /* GS_SLICE_DRA only */
+        /* Restored onto a GPU without room for it (node_slice_restore_locked:
+         * it ran already): outside the share check of gs_ledger_check_shares,
+         * token `overcommit=1`. */
+        bool overcommitted;
 };
 
 struct gs_ledger {
@@ -96,7 +106,20 @@ struct gs_ledger {
         size_t n_slices;
         size_t cap;
         uint64_t next_id;               /* next slice number, starts at 1 */
+        bool unsummed;                  /* decoded from a ledger without `sum` */
 };
+
+/* The ledger's checksum of `len` bytes of text (FNV-1a, 64 bits): the
+ * `sum` line's value over every byte before it. Against damage and
+ * careless edits, not against someone who can write the state directory
+ * (root's): they can compute it too. */
+uint64_t gs_ledger_checksum(const char *text, size_t len);
+
+/* The capacity invariants of a ledger, whatever the inventory: on each GPU
+ * (by uuid) the shares of its slices add up to at most 1000m,
+ * and a whole-GPU slice holds its GPUs alone (slices marked overcommitted
+ * aside). 0, or -EINVAL naming the slice and GPU. */
+int gs_ledger_check_shares(const struct gs_ledger *l, struct gs_error **err);
 
 /* Initialise an empty ledger (no allocation). */
 void gs_ledger_init(struct gs_ledger *l);

@@ -402,6 +402,14 @@ static int open_inventory(struct daemon *d)
         }
         nvml_measure_overhead(d->nvml, sim_dir, &inv);
         node_set_inventory_locked(d->node, &inv);
+        if (node_check_ledger_locked(d->node, &err) < 0) {
+                gs_log_error("refusing to start: the ledger %s does not fit this node: %s (repair "
+                             "it, deleting its 'sum' line, or remove it once no slice process "
+                             "runs)",
+                             d->node->ledger_path, gs_error_msg(err));
+                gs_error_free(err);
+                return -EINVAL;
+        }
         for (unsigned i = 0; i < inv.n_gpus; i++) {
                 const struct gs_gpu *g = &inv.gpus[i];
                 char mem[32], ovh[32];

@@ -165,8 +165,13 @@ int kube_plugin_run(const struct kube_options *o, int stop_fd, struct gs_error *
         if (r < 0)
                 return gs_error_wrap(err, "kube plugin: GPU inventory");
         node_lock(o->node);
-        node_reconcile_files_locked(o->node); /* a standalone plugin's first look */
+        r = node_check_ledger_locked(o->node, err); /* the ledger fits these GPUs */
+        if (r == 0)
+                node_reconcile_files_locked(o->node); /* a standalone plugin's first look */
         node_unlock(o->node);
+        if (r < 0)
+                return gs_error_wrap(err, "kube plugin: refusing to start: the ledger %s does "
+                                     "not fit this node", o->node->ledger_path);
         _cleanup_free_ char *checkpoint = NULL;
         if (!o->checkpoint && asprintf(&checkpoint, "%s/%s", o->plugin_dir, KUBE_CHECKPOINT_NAME) < 0)
                 return gs_error_set(err, -ENOMEM, "out of memory");

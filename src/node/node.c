@@ -4,6 +4,7 @@
 #include "node.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,6 +114,10 @@ static int load_ledger(struct node *n, struct gs_error **err)
                                      n->ledger_path);
         gs_log_info("loaded %zu slice%s from %s", n->ledger.n_slices,
                     n->ledger.n_slices == 1 ? "" : "s", n->ledger_path);
+        if (n->ledger.unsummed)
+                gs_log_info("%s has no checksum line (an older gpusliced's, or one deleted by a "
+                            "repair): loaded on its capacity checks; the next save writes one",
+                            n->ledger_path);
         return 0;
 }
 
@@ -219,6 +224,47 @@ bool node_set_inventory_locked(struct node *n, const struct gs_inventory *inv)
 void node_usage_locked(const struct node *n, struct gs_gpu_usage usage[GS_MAX_GPUS])
 {
         gs_placement_usage(&n->inv, &n->ledger, usage);
+}
+
+int node_check_ledger_locked(struct node *n, struct gs_error **err)
+{
+        uint64_t used[GS_MAX_GPUS] = { 0 };
+        bool all_healthy = true;
+        for (unsigned i = 0; i < n->inv.n_gpus; i++)
+                all_healthy = all_healthy && n->inv.gpus[i].healthy;
+        for (size_t k = 0; k < n->ledger.n_slices; k++) {
+                const struct gs_slice *s = &n->ledger.slices[k];
+                for (unsigned g = 0; g < s->n_gpus; g++) {
+                        int pos = node_gpu_position_locked(n, s->gpus[g].uuid);
+                        /* An unhealthy GPU may have answered no uuid: it
+                         * may be that one; kept (warned), refused otherwise. */
+                        if (pos < 0 && !all_healthy) {
+                                gs_log_warn("slice %s: GPU %s is not in the inventory (an "
+                                            "unhealthy GPU there may be it)", s->id,
+                                            s->gpus[g].uuid);
+                                continue;
+                        }
+                        if (pos < 0)
+                                return gs_error_set(err, -EINVAL,
+                                                    "slice %s is on GPU %s, which this node "
+                                                    "does not have (%u GPU%s): its share would "
+                                                    "drop out of the accounting",
+                                                    s->id, s->gpus[g].uuid, n->inv.n_gpus,
+                                                    n->inv.n_gpus == 1 ? "" : "s");
+                        const struct gs_gpu *gpu = &n->inv.gpus[pos];
+                        if (gs_slice_is_whole(s) || s->overcommitted || !gpu->memory_total)
+                                continue;
+                        used[pos] += s->memory_cap;
+                        if (s->memory_cap > gpu->memory_total || used[pos] > gpu->memory_total)
+                                return gs_error_set(err, -EINVAL,
+                                                    "slice %s: the memory caps on GPU %u (%s) "
+                                                    "add up to %" PRIu64 " bytes with it, more "
+                                                    "than its %" PRIu64,
+                                                    s->id, gpu->index, gpu->uuid, used[pos],
+                                                    gpu->memory_total);
+                }
+        }
+        return 0;
 }
 
 int node_save_locked(struct node *n, struct gs_error **err)

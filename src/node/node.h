@@ -181,6 +181,14 @@ int node_pod_locked(const struct node *n, const char *id, struct node_pod *ret);
 /* Forget slice id's pod (no-op when none is known). */
 void node_forget_pod_locked(struct node *n, const char *id);
 
+/* The ledger's invariants that need the inventory (set it first): every
+ * slice's GPU is one of the node's (while every GPU is healthy: an
+ * unhealthy one may have answered no uuid; warned then), and the memory
+ * caps of the slices on a GPU add up to at most its memory (slices marked
+ * overcommitted aside). The shares are checked at load
+ * (gs_ledger_check_shares). 0, or -EINVAL naming the slice. */
+int node_check_ledger_locked(struct node *n, struct gs_error **err);
+
 /* Persist the ledger; a failing directory sync is logged, not an error. A
  * full disk (ENOSPC, EDQUOT) is -EIO: -ENOSPC means "does not fit". */
 int node_save_locked(struct node *n, struct gs_error **err);

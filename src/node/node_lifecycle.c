@@ -206,12 +206,15 @@ int node_slice_restore_locked(struct node *n, const struct gs_slice *s, struct g
         node_usage_locked(n, usage);
         int pos = node_gpu_position_locked(n, s->gpus[0].uuid);
         bool whole = gs_slice_is_whole(s);
+        struct gs_slice rs = *s;
         if (whole ? usage[pos].n_slices != 0
-                  : usage[pos].free_milli < s->milli || usage[pos].free_memory < s->memory_cap)
+                  : usage[pos].free_milli < s->milli || usage[pos].free_memory < s->memory_cap) {
                 gs_log_warn("slice %s is restored on GPU %s although it has no room for it: the "
                             "GPU is over-committed until a slice there ends", s->id,
                             s->gpus[0].uuid);
-        int r = gs_ledger_add(&n->ledger, s, err);
+                rs.overcommitted = true; /* recorded so: the next start accepts it */
+        }
+        int r = gs_ledger_add(&n->ledger, &rs, err);
         if (r < 0)
                 return r;
         /* Its number must never be handed out again. */

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Ledger: encode/decode round trip, corrupt inputs, limits, persistence. */
+#include <inttypes.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,7 +38,8 @@ static void round_trip(void **state)
         struct gs_slice b = make_slice(&l, 2000, "");
         b.memory_cap = 0;
         b.n_gpus = 2;
-        b.gpus[0].index = 2;
+        b.gpus[0].index = 2; /* whole GPUs of their own: not a's */
+        snprintf(b.gpus[0].uuid, sizeof(b.gpus[0].uuid), "GPU-0000-bbbb");
         snprintf(b.gpus[1].uuid, sizeof(b.gpus[1].uuid), "GPU-1111");
         b.gpus[1].index = 3;
         assert_int_equal(gs_ledger_add(&l, &a, NULL), 0);
@@ -117,6 +119,102 @@ static void corrupt_inputs(void **state)
         assert_int_equal(gs_ledger_decode(&l, bad[1], strlen(bad[1]), NULL), -EINVAL);
         assert_int_equal(l.n_slices, 1);
         gs_ledger_done(&l);
+}
+
+#define REC(id, milli, mem, gpu) \
+        "slice id=" id " milli=" milli " memory=" mem " policy=share pid=7 start=1 uid=0 " \
+        "created=2 gpu=" gpu "\n"
+
+/* Decode `body` (the lines after next_id, before sum/end) with a correct
+ * sum line added. */
+static int decode_summed(struct gs_ledger *l, const char *body, unsigned n, struct gs_error **err)
+{
+        char text[4096];
+        int len = snprintf(text, sizeof(text), "gpuslice-ledger 1\nnext_id 9\n%s", body);
+        len += snprintf(text + len, sizeof(text) - (size_t)len, "sum %016" PRIx64 "\nend %u\n",
+                        gs_ledger_checksum(text, (size_t)len), n);
+        return gs_ledger_decode(l, text, (size_t)len, err);
+}
+
+/* Parseable corruption (issue 17): an edited record breaks the checksum;
+ * a ledger without one (an older gpusliced's) still loads, flagged, and is
+ * saved with one; the capacity invariants hold on every load. */
+static void integrity(void **state)
+{
+        (void)state;
+        struct gs_ledger l, back;
+        gs_ledger_init(&l);
+        gs_ledger_init(&back);
+        struct gs_slice s = make_slice(&l, 300, "a");
+        assert_int_equal(gs_ledger_add(&l, &s, NULL), 0);
+        char *text = NULL;
+        size_t len = 0;
+        assert_int_equal(gs_ledger_encode(&l, &text, &len), 0);
+        assert_non_null(strstr(text, "\nsum "));
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), 0);
+        assert_false(back.unsummed);
+        /* 300m edited to 900m, and the pid changed: both caught. */
+        char *edit = strstr(text, "milli=300");
+        edit[6] = '9';
+        struct gs_error *err = NULL;
+        assert_int_equal(gs_ledger_decode(&back, text, len, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "checksum"));
+        assert_non_null(strstr(gs_error_msg(err), "line 4"));
+        err = gs_error_free(err);
+        edit[6] = '3';
+        edit = strstr(text, "pid=4242");
+        edit[4] = '5';
+        assert_int_equal(gs_ledger_decode(&back, text, len, NULL), -EINVAL);
+        edit[4] = '4';
+        /* Only `end` may follow `sum`; one `sum`. */
+        static const char after[] = "gpuslice-ledger 1\nnext_id 1\nsum 0000000000000000\n"
+                                    "sum 0000000000000000\nend 0\n";
+        assert_int_equal(gs_ledger_decode(&back, after, strlen(after), NULL), -EINVAL);
+        static const char shortsum[] = "gpuslice-ledger 1\nnext_id 1\nsum 12\nend 0\n";
+        assert_int_equal(gs_ledger_decode(&back, shortsum, strlen(shortsum), NULL), -EINVAL);
+        gs_free(text);
+
+        /* Without `sum`: loads, flagged; encoding it again adds the line. */
+        assert_int_equal(gs_ledger_decode(&back, good, strlen(good), NULL), 0);
+        assert_true(back.unsummed);
+        assert_int_equal(gs_ledger_encode(&back, &text, &len), 0);
+        assert_non_null(strstr(text, "\nsum "));
+        assert_int_equal(gs_ledger_decode(&l, text, len, NULL), 0);
+        assert_false(l.unsummed);
+        gs_free(text);
+
+        /* Capacity, checksum or not: 300m + 900m on one GPU. */
+        static const char over[] = "gpuslice-ledger 1\nnext_id 9\n" REC("s1", "300", "1", "0,GPU-a")
+                REC("s2", "900", "1", "0,GPU-a") "end 2\n";
+        assert_int_equal(gs_ledger_decode(&back, over, strlen(over), &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "slice s2: the shares on GPU GPU-a add up to "
+                                                  "1200m"));
+        err = gs_error_free(err);
+        assert_int_equal(decode_summed(&back, REC("s1", "300", "1", "0,GPU-a")
+                                       REC("s2", "900", "1", "0,GPU-a"), 2, NULL), -EINVAL);
+        /* 1000m exactly, and the same shares on two GPUs, are fine. */
+        assert_int_equal(decode_summed(&back, REC("s1", "300", "1", "0,GPU-a")
+                                       REC("s2", "700", "1", "0,GPU-a")
+                                       REC("s3", "900", "1", "1,GPU-b"), 3, NULL), 0);
+        /* A whole GPU is exclusive. */
+        assert_int_equal(decode_summed(&back, REC("s1", "1000", "0", "0,GPU-a")
+                                       REC("s2", "100", "1", "0,GPU-a"), 2, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "whole-GPU"));
+        err = gs_error_free(err);
+        assert_int_equal(decode_summed(&back, REC("s2", "100", "1", "1,GPU-b")
+                                       REC("s3", "2000", "0", "0,GPU-a gpu=1,GPU-b"), 2, NULL),
+                         -EINVAL);
+        /* Restored knowingly over a full GPU: kept, and round-trips. */
+        assert_int_equal(decode_summed(&back, REC("s1", "900", "1", "0,GPU-a")
+                                       "slice id=k8s-2 milli=300 memory=1 policy=share pid=0 "
+                                       "start=0 uid=0 created=2 kind=k8s gpu=0,GPU-a "
+                                       "overcommit=1\n", 2, NULL), 0);
+        assert_true(back.slices[1].overcommitted);
+        assert_int_equal(gs_ledger_encode(&back, &text, &len), 0);
+        assert_non_null(strstr(text, " overcommit=1\n"));
+        gs_free(text);
+        gs_ledger_done(&l);
+        gs_ledger_done(&back);
 }
 
 static void limits(void **state)
@@ -412,7 +510,7 @@ int main(void)
                 cmocka_unit_test(dra_slices),     cmocka_unit_test(overuse_and_claim_names),
                 cmocka_unit_test(corrupt_inputs), cmocka_unit_test(limits),
                 cmocka_unit_test(save_and_load),  cmocka_unit_test(oom),
-                cmocka_unit_test(dir_sync_fails),
+                cmocka_unit_test(dir_sync_fails), cmocka_unit_test(integrity),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
