@@ -5,7 +5,7 @@
  * (ext_filter_http, ext_prioritize_http) of one extender with a fixed
  * clock, so the admitted-pods record and core's scoring see them too.
  * Checks the decoder's contract: a failure says why; a decoded pod asks
- * 0, 1..999 or whole thousands, or says why it cannot be placed; every
+ * slices of 1..999 or whole thousands, or says why it cannot be placed; every
  * answer is 200 or 400 with a JSON body. Lives in fuzz/extender/ because
  * it links gs_extender; tests/extender/CMakeLists.txt replays its corpus
  * (fuzz/corpus/extender_args). */
@@ -30,9 +30,14 @@ static void check_decode(const uint8_t *data, size_t size)
         if (ext_args_decode((const char *)data, size, &a, &items, &err) == 0) {
                 if (a.n_nodes > EXT_MAX_NODES || err)
                         abort();
-                uint32_t m = a.pod.milli;
-                if (!a.pod.invalid[0] && m >= 1000 && m % 1000)
+                const struct ext_pod *p = &a.pod;
+                if (p->n_slices > EXT_MAX_SLICES || (p->invalid[0] && p->n_slices) ||
+                    (!p->invalid[0] && !p->milli != !p->n_slices))
                         abort();
+                for (unsigned k = 0; k < p->n_slices; k++)
+                        if (p->slices[k] == 0 || p->slices[k] > p->milli ||
+                            (p->slices[k] >= 1000 && p->slices[k] % 1000))
+                                abort();
                 for (size_t i = 0; i < a.n_nodes; i++)
                         if (a.nodes[i].state_ok && a.nodes[i].st.n_gpus > GS_MAX_GPUS)
                                 abort();

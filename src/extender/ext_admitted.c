@@ -89,16 +89,16 @@ static bool reported(const struct ext_admitted_entry *e, const struct ext_node_s
         return st->generation > e->generation && st->time_s > e->at_s;
 }
 
-static void charge(const struct ext_admitted_entry *e, struct ext_node_state *st)
+static void charge(const struct ext_charge *c, struct ext_node_state *st)
 {
         for (unsigned i = 0; i < st->n_gpus; i++) {
                 struct ext_gpu *g = &st->gpus[i];
-                if (!(e->gpus & (1ull << g->index)))
+                if (!(c->gpus & (1ull << g->index)))
                         continue;
-                uint64_t mem = e->milli >= GS_MILLI_PER_GPU ? g->memory_total
-                               : e->memory                  ? e->memory
-                                           : gs_default_memory_cap(e->milli, g->memory_total);
-                g->milli_free = g->milli_free > e->milli ? g->milli_free - e->milli : 0;
+                uint64_t mem = c->milli >= GS_MILLI_PER_GPU ? g->memory_total
+                               : c->memory                  ? c->memory
+                                           : gs_default_memory_cap(c->milli, g->memory_total);
+                g->milli_free = g->milli_free > c->milli ? g->milli_free - c->milli : 0;
                 g->memory_free = g->memory_free > mem ? g->memory_free - mem : 0;
         }
 }
@@ -116,7 +116,8 @@ unsigned ext_admitted_apply(struct ext_admitted *a, const char *node, struct ext
                         continue;
                 }
                 if (mine) {
-                        charge(e, st);
+                        for (unsigned k = 0; k < e->n_charges && k < EXT_MAX_SLICES; k++)
+                                charge(&e->charges[k], st);
                         charged++;
                 }
                 i++;

@@ -25,12 +25,18 @@
 
 #define EXT_ADMITTED_MAX 16384 /* entries; the oldest is dropped beyond */
 
+/* One slice of a pod as placed: the GPUs it takes and what on each. */
+struct ext_charge {
+        uint64_t gpus;   /* bit i: the report's GPU index i */
+        uint32_t milli;  /* per GPU: 1..999, or 1000 for each whole GPU */
+        uint64_t memory; /* per GPU, bytes; 0: the default share of the GPU */
+};
+
 struct ext_admitted_entry {
         char uid[EXT_UID_MAX];
         char node[EXT_NAME_MAX];
-        uint64_t gpus;       /* bit i: the report's GPU index i */
-        uint32_t milli;      /* per GPU: 1..999, or 1000 for each whole GPU */
-        uint64_t memory;     /* per GPU, bytes; 0: the default share of the GPU */
+        unsigned n_charges;
+        struct ext_charge charges[EXT_MAX_SLICES];
         uint64_t generation; /* of the report the decision saw */
         int64_t at_s;        /* when (unix seconds) */
 };

@@ -5,6 +5,7 @@
 #include "ext_args.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,30 +102,96 @@ static int container_milli(const json_t *c, uint64_t *ret, char *why, size_t siz
         return 0;
 }
 
+/* Say why the pod can never be placed; returns -EINVAL. */
+static int GS_PRINTF(2, 3) set_invalid(struct ext_pod *p, const char *fmt, ...)
+{
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(p->invalid, sizeof(p->invalid), fmt, ap);
+        va_end(ap);
+        return -EINVAL;
+}
+
+static bool slice_valid(uint64_t m)
+{
+        return m < GS_MILLI_PER_GPU || m % GS_MILLI_PER_GPU == 0;
+}
+
+static const char *name_of(const json_t *c)
+{
+        const char *n = json_string_value(json_object_get(c, "name"));
+        return n ? n : "?";
+}
+
+/* One slice per container with units, as the node makes them: each app
+ * container and each sidecar has its own; a plain init container's units
+ * are handed on to the containers after it, so with one the pod is
+ * counted as a single slice of its effective request (stricter than the
+ * node, never looser). */
+static int pod_slices(const json_t *apps, const json_t *inits, bool plain_init, uint64_t total,
+                      struct ext_pod *p)
+{
+        size_t size = sizeof(p->invalid);
+        if (plain_init) {
+                if (!slice_valid(total))
+                        return set_invalid(p,
+                                           "%s %llu (init containers counted as "
+                                           "the kubelet does): a slice is 1..999, whole GPUs are "
+                                           "multiples of 1000",
+                                           EXT_RESOURCE, (unsigned long long)total);
+                p->slices[p->n_slices++] = (uint32_t)total;
+                return 0;
+        }
+        const json_t *lists[2] = { inits, apps };
+        for (int l = 0; l < 2; l++) {
+                size_t i;
+                const json_t *c;
+                json_array_foreach(lists[l], i, c)
+                {
+                        uint64_t m;
+                        container_milli(c, &m, p->invalid, size); /* checked before */
+                        if (m == 0)
+                                continue;
+                        if (!slice_valid(m))
+                                return set_invalid(p,
+                                                   "container %.63s: %s %llu: a "
+                                                   "slice is 1..999, whole GPUs are multiples of "
+                                                   "1000",
+                                                   name_of(c), EXT_RESOURCE, (unsigned long long)m);
+                        if (p->n_slices == EXT_MAX_SLICES)
+                                return set_invalid(p,
+                                                   "more than %d containers ask "
+                                                   "for %s",
+                                                   EXT_MAX_SLICES, EXT_RESOURCE);
+                        p->slices[p->n_slices++] = (uint32_t)m;
+                }
+        }
+        return 0;
+}
+
 /* The pod's effective request, as the kubelet and the scheduler count it
  * (PodRequests): app containers and restartable init containers (sidecars,
  * restartPolicy Always) run together; each ordinary init container runs
- * alone beside the sidecars started before it. */
-static int pod_milli(const json_t *spec, uint64_t *ret, char *why, size_t size)
+ * alone beside the sidecars started before it. Then its slices. */
+static int pod_request(const json_t *spec, struct ext_pod *p)
 {
         const json_t *apps = json_object_get(spec, "containers");
         const json_t *inits = json_object_get(spec, "initContainers");
-        if (json_array_size(apps) + json_array_size(inits) > EXT_MAX_CONTAINERS) {
-                snprintf(why, size, "more than %d containers", EXT_MAX_CONTAINERS);
-                return -EINVAL;
-        }
+        if (json_array_size(apps) + json_array_size(inits) > EXT_MAX_CONTAINERS)
+                return set_invalid(p, "more than %d containers", EXT_MAX_CONTAINERS);
         uint64_t app_sum = 0, sidecars = 0, init_max = 0, m;
+        bool plain_init = false;
         size_t i;
         const json_t *c;
         json_array_foreach(apps, i, c)
         {
-                if (container_milli(c, &m, why, size) < 0)
+                if (container_milli(c, &m, p->invalid, sizeof(p->invalid)) < 0)
                         return -EINVAL;
                 app_sum += m;
         }
         json_array_foreach(inits, i, c)
         {
-                if (container_milli(c, &m, why, size) < 0)
+                if (container_milli(c, &m, p->invalid, sizeof(p->invalid)) < 0)
                         return -EINVAL;
                 const char *rp = json_string_value(json_object_get(c, "restartPolicy"));
                 if (rp && strcmp(rp, "Always") == 0) {
@@ -132,10 +199,15 @@ static int pod_milli(const json_t *spec, uint64_t *ret, char *why, size_t size)
                         init_max = GS_MAX(init_max, sidecars);
                 } else {
                         init_max = GS_MAX(init_max, m + sidecars);
+                        plain_init |= m > 0;
                 }
         }
-        *ret = GS_MAX(app_sum + sidecars, init_max);
-        return 0;
+        uint64_t total = GS_MAX(app_sum + sidecars, init_max);
+        if (total > MILLI_MAX)
+                return set_invalid(p, "%s %llu in all: more than %u", EXT_RESOURCE,
+                                   (unsigned long long)total, MILLI_MAX);
+        p->milli = (uint32_t)total;
+        return total ? pod_slices(apps, inits, plain_init, total, p) : 0;
 }
 
 static int pod_decode(const json_t *pod, struct ext_pod *p, struct gs_error **err)
@@ -153,13 +225,10 @@ static int pod_decode(const json_t *pod, struct ext_pod *p, struct gs_error **er
                                     "not a string or too long");
         if (!uid) /* a pod the API server has not stored; key it by name */
                 snprintf(p->uid, sizeof(p->uid), "%.20s/%.40s", p->ns, p->name);
-        uint64_t milli = 0;
-        if (pod_milli(json_object_get(pod, "spec"), &milli, p->invalid, sizeof(p->invalid)) == 0 &&
-            milli >= GS_MILLI_PER_GPU && milli % GS_MILLI_PER_GPU)
-                snprintf(p->invalid, sizeof(p->invalid),
-                         "%s %llu: a slice is 1..999, whole GPUs are multiples of 1000",
-                         EXT_RESOURCE, (unsigned long long)milli);
-        p->milli = p->invalid[0] ? 0 : (uint32_t)milli;
+        if (pod_request(json_object_get(pod, "spec"), p) < 0) {
+                p->milli = 0;
+                p->n_slices = 0;
+        }
         const char *mem = json_string_value(
                 json_object_get(json_object_get(meta, "annotations"), EXT_ANNOTATION_MEMORY));
         if (mem && !p->invalid[0]) {

@@ -4,8 +4,8 @@
  * "NodeNames"}, Go field names, matched case-insensitively as Go's
  * encoding/json does) reduced to what placement needs. The pod's request:
  * resources.limits["gpuslice.io/gpu-milli"] (requests when a container has
- * no limit) summed over its containers, init containers counted as the
- * kubelet counts them; its annotation gpuslice.io/gpu-memory. Each node's
+ * no limit) of each container, init containers counted as the kubelet
+ * counts them; its annotation gpuslice.io/gpu-memory. Each node's
  * per-GPU state: the annotation gpuslice.io/gpus that gpusliced
  * --report-node writes (src/kube/node_report.h), parsed here.
  *
@@ -29,6 +29,7 @@
 #define EXT_ANNOTATION_MEMORY "gpuslice.io/gpu-memory"
 #define EXT_MAX_NODES 20000        /* a cluster far above Kubernetes' tested 5,000 */
 #define EXT_MAX_CONTAINERS 256     /* per pod, init containers included */
+#define EXT_MAX_SLICES 16          /* containers of one pod with units */
 #define EXT_MAX_REPORTED_PODS 1024 /* pod uids one node report may list */
 #define EXT_NAME_MAX 254           /* a DNS subdomain (253) and its NUL */
 #define EXT_UID_MAX 64
@@ -62,10 +63,16 @@ struct ext_pod {
         char uid[EXT_UID_MAX];
         char ns[EXT_NAME_MAX];
         char name[EXT_NAME_MAX];
-        /* The effective gpuslice.io/gpu-milli: 0 (none asked), 1..999 (a
-         * slice) or a multiple of 1000 (whole GPUs); `invalid` holds why
-         * the request can never be placed ("" when it can). */
+        /* The effective gpuslice.io/gpu-milli in all, as the kubelet
+         * counts it (0: none asked), and the slices the node will make of
+         * it: one per container with units, each 1..999 (a share of one
+         * GPU) or a multiple of 1000 (whole GPUs); a single one of the
+         * effective request when a plain init container has units (they
+         * are handed on). `invalid` holds why the request can never be
+         * placed ("" when it can; milli and n_slices are 0 then). */
         uint32_t milli;
+        unsigned n_slices;
+        uint32_t slices[EXT_MAX_SLICES];
         char invalid[192];
         uint64_t memory; /* gpuslice.io/gpu-memory in bytes, 0 = not asked */
 };

@@ -10,17 +10,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "ext_place.h"
 #include "log.h"
-#include "placement.h"
-#include "quantity.h"
-
-/* A node's report as core's policy sees it; map[i] is the report's GPU
- * index of position i. Unhealthy GPUs count as full. */
-struct cp_view {
-        struct gs_cp_node node;
-        unsigned map[GS_CP_MAX_GPUS];
-        unsigned charged; /* record entries charged */
-};
 
 static int64_t now_s(const struct extender *e)
 {
@@ -47,33 +38,6 @@ void extender_done(struct extender *e)
         ext_admitted_done(&e->admitted);
 }
 
-static void to_cp_pod(const struct ext_pod *p, struct gs_cp_pod *out)
-{
-        memset(out, 0, sizeof(*out));
-        out->n_gpus = p->milli >= GS_MILLI_PER_GPU ? p->milli / GS_MILLI_PER_GPU : 1;
-        out->milli = p->milli >= GS_MILLI_PER_GPU ? GS_CP_MILLI_PER_GPU : p->milli;
-        out->gpu_memory = p->milli >= GS_MILLI_PER_GPU ? 0 : p->memory;
-}
-
-static void to_cp_node(const struct ext_node_state *st, struct cp_view *v)
-{
-        struct gs_cp_node *n = &v->node;
-        memset(n, 0, sizeof(*n));
-        n->free_cpu_milli = n->total_cpu_milli = GS_CP_UNTRACKED;
-        n->free_host_memory = n->total_host_memory = GS_CP_UNTRACKED;
-        if (st->n_gpus)
-                snprintf(n->model, sizeof(n->model), "%.*s", (int)sizeof(n->model) - 1,
-                         st->gpus[0].model);
-        for (unsigned i = 0; i < st->n_gpus && n->n_gpus < GS_CP_MAX_GPUS; i++) {
-                const struct ext_gpu *g = &st->gpus[i];
-                struct gs_cp_gpu *c = &n->gpus[n->n_gpus];
-                c->total_memory = g->memory_total;
-                c->free_milli = g->healthy ? g->milli_free : 0;
-                c->free_memory = g->healthy ? g->memory_free : 0;
-                v->map[n->n_gpus++] = g->index;
-        }
-}
-
 /* Whether a node's report is too old; *age its age in seconds. */
 static bool stale(const struct extender *e, const struct ext_node_state *st, int64_t now,
                   int64_t *age)
@@ -84,7 +48,7 @@ static bool stale(const struct extender *e, const struct ext_node_state *st, int
 
 /* The node's report, less what the record charges there, as core sees
  * it. false with n->why set when there is no usable report. */
-static bool view_of(struct extender *e, struct ext_node *n, int64_t now, struct cp_view *v)
+static bool view_of(struct extender *e, struct ext_node *n, int64_t now, struct ext_view *v)
 {
         if (!n->state_ok)
                 return false;
@@ -98,64 +62,9 @@ static bool view_of(struct extender *e, struct ext_node *n, int64_t now, struct 
                 return false;
         }
         unsigned charged = ext_admitted_apply(&e->admitted, n->name, &n->st, now);
-        to_cp_node(&n->st, v);
+        ext_view_of(&n->st, v);
         v->charged = charged;
         return true;
-}
-
-/* Why pod p does not fit on node v, in *why; true when it never could
- * (more whole GPUs than the node has, memory above every GPU's size). */
-static bool why_not(const struct ext_pod *p, const struct cp_view *v, char *why, size_t size)
-{
-        const struct gs_cp_node *n = &v->node;
-        char q[32], mem[32];
-        unsigned whole = 0;
-        uint32_t largest = 0;
-        uint64_t largest_total = 0;
-        for (unsigned i = 0; i < n->n_gpus; i++) {
-                whole += n->gpus[i].free_milli == GS_CP_MILLI_PER_GPU;
-                largest = GS_MAX(largest, n->gpus[i].free_milli);
-                largest_total = GS_MAX(largest_total, n->gpus[i].total_memory);
-        }
-        int len;
-        bool never = false;
-        if (p->milli >= GS_MILLI_PER_GPU) {
-                unsigned need = p->milli / GS_MILLI_PER_GPU;
-                never = need > n->n_gpus;
-                len = snprintf(why, size, "%u of %u GPUs fully free; the pod needs %u whole GPU%s",
-                               whole, n->n_gpus, need, need == 1 ? "" : "s");
-        } else if (p->memory && largest_total && p->memory > largest_total) {
-                never = true;
-                gs_memory_quantity_format(p->memory, mem, sizeof(mem));
-                len = snprintf(why, size,
-                               "the pod asks %s of GPU memory, more than any GPU here "
-                               "has (%s)",
-                               mem, gs_bytes_human(largest_total, q, sizeof(q)));
-        } else {
-                uint64_t mem_best = 0;
-                for (unsigned i = 0; i < n->n_gpus; i++)
-                        if (n->gpus[i].free_milli >= p->milli)
-                                mem_best = GS_MAX(mem_best, n->gpus[i].free_memory);
-                if (largest >= p->milli && p->memory) {
-                        gs_memory_quantity_format(p->memory, mem, sizeof(mem));
-                        len = snprintf(why, size,
-                                       "no GPU has both %um and %s free: the most "
-                                       "memory free on a GPU with %um free is %s",
-                                       p->milli, mem, p->milli,
-                                       gs_bytes_human(mem_best, q, sizeof(q)));
-                } else {
-                        len = snprintf(why, size,
-                                       "largest free share %um on one GPU; the pod "
-                                       "needs %um",
-                                       largest, p->milli);
-                }
-        }
-        if (len > 0 && (size_t)len < size && v->charged)
-                snprintf(why + len, size - (size_t)len,
-                         " (counting %u pod%s sent here that the "
-                         "node has not reported yet)",
-                         v->charged, v->charged == 1 ? "" : "s");
-        return never;
 }
 
 static char *dump(json_t *j, size_t *len)
@@ -186,18 +95,19 @@ static int decode(const char *body, size_t len, struct ext_args *a, json_t **ite
         return r;
 }
 
-/* One node's filter verdict: 0 passes, 1 fails, 2 never could. */
-static int filter_node(struct extender *e, const struct ext_pod *p, const struct gs_cp_pod *cp,
-                       struct ext_node *n, int64_t now, char *why, size_t size)
+/* One node's filter verdict: 0 passes, 1 fails, 2 never could. No score,
+ * so no model and no lock. */
+static int filter_node(struct extender *e, const struct ext_pod *p, struct ext_node *n, int64_t now,
+                       char *why, size_t size)
 {
-        struct cp_view v;
+        struct ext_view v;
         if (!view_of(e, n, now, &v)) {
                 snprintf(why, size, "%s", n->why);
                 return 1;
         }
-        if (gs_cp_fits(&v.node, cp))
+        if (ext_place(GS_CP_BEST_FIT, NULL, &v, p, NULL, NULL, NULL) == 0)
                 return 0;
-        return why_not(p, &v, why, size) ? 2 : 1;
+        return ext_why_not(p, &v, why, size) ? 2 : 1;
 }
 
 static int filter_reply(struct extender *e, struct ext_args *a, json_t *items, json_t *res)
@@ -213,8 +123,6 @@ static int filter_reply(struct extender *e, struct ext_args *a, json_t *items, j
                 json_decref(names);
                 return -ENOMEM;
         }
-        struct gs_cp_pod cp;
-        to_cp_pod(&a->pod, &cp);
         int64_t now = now_s(e);
         char why[512];
         for (size_t i = 0; i < a->n_nodes; i++) {
@@ -223,8 +131,8 @@ static int filter_reply(struct extender *e, struct ext_args *a, json_t *items, j
                 if (a->pod.invalid[0]) {
                         snprintf(why, sizeof(why), "the pod cannot be placed: %s", a->pod.invalid);
                         v = 2;
-                } else if (a->pod.milli) {
-                        v = filter_node(e, &a->pod, &cp, n, now, why, sizeof(why));
+                } else if (a->pod.n_slices) {
+                        v = filter_node(e, &a->pod, n, now, why, sizeof(why));
                 }
                 if (v == 0 && a->names_only)
                         json_array_append_new(names, json_string(n->name));
@@ -277,29 +185,37 @@ int ext_filter_http(void *ctx, const char *body, size_t len, unsigned *status, c
 struct best {
         ssize_t node;
         double score;
-        struct cp_view view;
-        struct gs_cp_choice choice;
+        unsigned n_charges;
+        struct ext_charge charges[EXT_MAX_SLICES];
 };
 
-/* Record the decision and teach the model the pod's shape; called with
- * the model's lock held, so that the next pod's prioritize sees both. */
+/* Record the decision and teach the model the pod's shape (each slice);
+ * called with the model's lock held, so that the next pod's prioritize
+ * sees both. */
 static void record_locked(struct extender *e, const struct ext_args *a, const struct best *b,
-                          const struct gs_cp_pod *cp, int64_t now)
+                          int64_t now)
 {
         const struct ext_node *n = &a->nodes[b->node];
-        struct ext_admitted_entry en = { .milli = cp->milli,
-                                         .memory = cp->gpu_memory,
+        struct ext_admitted_entry en = { .n_charges = b->n_charges,
                                          .generation = n->st.generation,
                                          .at_s = now };
+        memcpy(en.charges, b->charges, sizeof(en.charges));
         snprintf(en.uid, sizeof(en.uid), "%s", a->pod.uid);
         snprintf(en.node, sizeof(en.node), "%s", n->name);
-        for (unsigned i = 0; i < b->choice.n; i++)
-                en.gpus |= 1ull << b->view.map[b->choice.gpus[i]];
         if (ext_admitted_add(&e->admitted, &en) < 0)
                 gs_log_warn("extender: out of memory: pod %s/%s not recorded on %s", a->pod.ns,
                             a->pod.name, n->name);
-        if (gs_cp_model_observe(e->model, cp) < 0)
-                gs_log_warn("extender: out of memory: the workload model misses a pod");
+        for (unsigned k = 0; k < a->pod.n_slices; k++) {
+                uint32_t m = a->pod.slices[k];
+                struct gs_cp_pod cp = {
+                        .n_gpus = m >= GS_CP_MILLI_PER_GPU ? m / GS_CP_MILLI_PER_GPU : 1,
+                        .milli = GS_MIN(m, GS_CP_MILLI_PER_GPU),
+                        .gpu_memory =
+                                a->pod.n_slices == 1 && m < GS_CP_MILLI_PER_GPU ? a->pod.memory : 0,
+                };
+                if (gs_cp_model_observe(e->model, &cp) < 0)
+                        gs_log_warn("extender: out of memory: the workload model misses a pod");
+        }
 }
 
 static int prioritize(struct extender *e, struct ext_args *a, json_t *list)
@@ -307,28 +223,28 @@ static int prioritize(struct extender *e, struct ext_args *a, json_t *list)
         double *scores = calloc(a->n_nodes ? a->n_nodes : 1, sizeof(*scores));
         if (!scores)
                 return -ENOMEM;
-        struct gs_cp_pod cp;
-        to_cp_pod(&a->pod, &cp);
         int64_t now = now_s(e);
         struct best b = { .node = -1, .score = -1 };
-        bool asks = a->pod.milli && !a->pod.invalid[0];
+        bool asks = a->pod.n_slices && !a->pod.invalid[0];
         pthread_mutex_lock(&e->model_lock);
         for (size_t i = 0; asks && i < a->n_nodes; i++) {
-                struct cp_view v;
-                struct gs_cp_choice c;
+                struct ext_view v;
+                struct ext_charge charges[EXT_MAX_SLICES];
+                unsigned n = 0;
                 scores[i] = -1;
                 if (!view_of(e, &a->nodes[i], now, &v) ||
-                    gs_cp_score(e->cfg.policy, e->model, &v.node, &cp, &c, &scores[i]) < 0)
+                    ext_place(e->cfg.policy, e->model, &v, &a->pod, &scores[i], charges, &n) < 0)
                         continue;
                 if (scores[i] > b.score ||
                     (scores[i] == b.score && strcmp(a->nodes[i].name, a->nodes[b.node].name) < 0)) {
-                        b = (struct best){
-                                .node = (ssize_t)i, .score = scores[i], .view = v, .choice = c
-                        };
+                        b.node = (ssize_t)i;
+                        b.score = scores[i];
+                        b.n_charges = n;
+                        memcpy(b.charges, charges, n * sizeof(charges[0]));
                 }
         }
         if (b.node >= 0)
-                record_locked(e, a, &b, &cp, now);
+                record_locked(e, a, &b, now);
         pthread_mutex_unlock(&e->model_lock);
         for (size_t i = 0; i < a->n_nodes; i++) {
                 long long s = (ssize_t)i == b.node ? EXT_MAX_PRIORITY

@@ -87,7 +87,7 @@ def passed(res):
 
 def t_filter(ext):
     gen = 1764600000000000
-    n600 = node("gpu-a", report([(600, 40 * GiB, 141 * GiB), (600, 40 * GiB, 141 * GiB)], gen))
+    n600 = node("gpu-a", report([(600, 90 * GiB, 141 * GiB), (600, 90 * GiB, 141 * GiB)], gen))
     n1000 = node("gpu-b", report([(1000, 141 * GiB, 141 * GiB), (200, 9 * GiB, 141 * GiB)], gen))
     bare = node("cpu-only")
     st, res = ext.post("filter", args(pod("llm-0", 700), [n600, n1000, bare]))
@@ -107,11 +107,21 @@ def t_filter(ext):
     st, res = ext.post("filter", args(pod("train-1", containers=[container("t", "3k")]),
                                       [n600, n1000]))
     assert set(res["FailedAndUnresolvableNodes"]) == {"gpu-a", "gpu-b"}, res
-    # GPU memory: 300m fits gpu-a's share but not 60Gi.
-    p = pod("mem-0", 300, annotations={"gpuslice.io/gpu-memory": "60Gi"})
+    # GPU memory: 300m fits gpu-a's share but not 100Gi.
+    p = pod("mem-0", 300, annotations={"gpuslice.io/gpu-memory": "100Gi"})
     st, res = ext.post("filter", args(p, [n600, n1000]))
     assert passed(res) == ["gpu-b"], res
-    assert res["FailedNodes"]["gpu-a"].startswith("no GPU has both 300m and 60Gi free"), res
+    assert res["FailedNodes"]["gpu-a"] == ("no GPU has both 300m and 100Gi free: the most "
+                                           "memory free on a GPU with 300m free is 90.0Gi"), res
+    # Without the annotation a share needs its default cap free (share x the
+    # GPU's memory), as the node's placement does: 500m of 141Gi is 70.5Gi.
+    tight = node("gpu-c", report([(600, 60 * GiB, 141 * GiB)], gen))
+    st, res = ext.post("filter", args(pod("cap-0", 500), [tight]))
+    assert res["FailedNodes"]["gpu-c"] == (
+        "no GPU with 500m free has the slice's memory cap free (500m of the GPU's memory): the "
+        "most memory free on one is 60.0Gi"), res
+    st, res = ext.post("filter", args(pod("cap-1", 400), [tight]))
+    assert passed(res) == ["gpu-c"], res
     p = pod("mem-1", 300, annotations={"gpuslice.io/gpu-memory": "200Gi"})
     st, res = ext.post("filter", args(p, [n600]))
     assert "more than any GPU here has" in res["FailedAndUnresolvableNodes"]["gpu-a"], res
@@ -124,6 +134,16 @@ def t_filter(ext):
             init=[container("proxy", 300, restart_policy="Always"), container("warm", 500)])
     st, res = ext.post("filter", args(p, [n600]))
     assert res["FailedNodes"]["gpu-a"].endswith("the pod needs 800m"), res  # 500 + sidecar 300
+    # Each container is a slice of its own (the node makes one per container):
+    # 600 + 600 fits 2x600, one per GPU; 700 + 600 does not.
+    p = pod("two-0", containers=[container("a", 600), container("b", 600)])
+    st, res = ext.post("filter", args(p, [n600]))
+    assert passed(res) == ["gpu-a"], res
+    p = pod("two-1", containers=[container("a", 700), container("b", 600)])
+    st, res = ext.post("filter", args(p, [n600]))
+    assert res["FailedNodes"]["gpu-a"] == (
+        "the pod's 2 slices (700m, 600m, one per container) do not fit together; free shares "
+        "per GPU: 600m, 600m"), res
     # A pod that asks nothing passes everywhere.
     st, res = ext.post("filter", args(pod("web-0", containers=[container("w")]), [n600, bare]))
     assert passed(res) == ["gpu-a", "cpu-only"], res
@@ -164,25 +184,28 @@ class FakeNode:
     def admit(self):
         """The kubelet admits each pending pod: False if one fits no GPU."""
         ok = True
-        for uid, milli in self.pending:
-            if milli >= 1000:
-                idle = [i for i, f in enumerate(self.free) if f == 1000][:milli // 1000]
-                if len(idle) < milli // 1000:
-                    ok = False
-                    continue
-                for i in idle:
-                    self.free[i] = 0
-            else:
-                fit = [(f, i) for i, f in enumerate(self.free) if f >= milli]
-                if not fit:
-                    ok = False
-                    continue
-                self.free[min(fit)[1]] -= milli
+        for uid, slices in self.pending:
+            for milli in slices:  # one Allocate per container
+                ok &= self.allocate(milli)
             self.pods.append(uid)
         self.pending = []
         self.generation += 1
         self.annotation = self.report()
         return ok
+
+    def allocate(self, milli):
+        if milli >= 1000:
+            idle = [i for i, f in enumerate(self.free) if f == 1000][:milli // 1000]
+            if len(idle) < milli // 1000:
+                return False
+            for i in idle:
+                self.free[i] = 0
+            return True
+        fit = [(f, i) for i, f in enumerate(self.free) if f >= milli]
+        if not fit:
+            return False
+        self.free[min(fit)[1]] -= milli
+        return True
 
     def obj(self):
         return node(self.name, self.annotation, n_gpus=len(self.free))
@@ -201,7 +224,12 @@ def burst(ext, list_pods):
                 if not n.admit():
                     overcommits.append(n.name)
         size = rng.choice(sizes)
-        p = pod("burst-%03d" % k, containers=[container("api", size)])
+        if k % 7 == 3:  # now and then a pod with two containers: two slices
+            size = (rng.choice([100, 300, 500]), rng.choice([200, 400]))
+            p = pod("burst-%03d" % k, containers=[container("api", size[0]),
+                                                  container("side", size[1])])
+        else:
+            p = pod("burst-%03d" % k, containers=[container("api", size)])
         st, res = ext.post("filter", args(p, [n.obj() for n in nodes]))
         assert st == 200, (st, res)
         ok = passed(res)
@@ -214,8 +242,8 @@ def burst(ext, list_pods):
         top = max(h["Score"] for h in prio)
         host = rng.choice([h["Host"] for h in prio if h["Score"] == top])  # selectHost
         target = next(n for n in nodes if n.name == host)
-        milli = 1000 if size == "1k" else size
-        target.pending.append((p["metadata"]["uid"], milli))
+        slices = size if isinstance(size, tuple) else (1000 if size == "1k" else size,)
+        target.pending.append((p["metadata"]["uid"], slices))
         bound += 1
     for n in nodes:
         if not n.admit():
