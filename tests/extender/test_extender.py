@@ -15,12 +15,16 @@ them (k8s_fixtures.py). One scenario per ctest:
                 fake nodes report only every 10 pods (no pod list: the
                 generation rule): no GPU is ever over-committed
   burst_pods    the same with reports that list their pods' uids
+  record        the record's rules: a newer generation in the same second,
+                a pod list without the pod, a refiltered pod, a pod list
+                with it, the TTL, a newer generation written later
   stale         a report older than --stale-after fails the node
   malformed     not JSON, not an ExtenderArgs, bad quantities, the
                 NodeNames form: 400 with Error, or reasons; never a crash
   oversized     a body over --max-body: 413 (declared and chunked)
   slow_client   a client that sends headers and no body is dropped within
                 the server's timeout while others are served"""
+import datetime
 import http.client
 import json
 import os
@@ -264,9 +268,50 @@ def t_burst_pods(ext):
     burst(ext, list_pods=True)
 
 
+def t_record(ext):
+    """The admitted-pods record's rules, one by one (--admitted-ttl 3s)."""
+    gen = 1764600000000100
+    one = [(1000, 141 * GiB, 141 * GiB)]
+    n = node("solo", report(one, gen))
+    a, b = pod("rec-a", 600), pod("rec-b", 600)
+    st, res = ext.post("prioritize", args(a, [n]))
+    assert res == [{"Host": "solo", "Score": 10}], res
+    st, res = ext.post("filter", args(b, [n]))
+    assert res["FailedNodes"]["solo"] == (
+        "largest free share 400m on one GPU; the pod needs 600m (counting 1 pod sent here that "
+        "the node has not reported yet)"), res
+    # A newer generation written before the decision does not show it; a
+    # report listing other pods does not either.
+    before = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)
+    for ann in (report(one, gen + 1, when=before), report(one, gen + 2, pods=["someone-else"])):
+        st, res = ext.post("filter", args(b, [node("solo", ann)]))
+        assert passed(res) == [], (ann, res)
+    # A pod filtered again is not bound: its entry goes.
+    ext.post("filter", args(a, [n]))
+    st, res = ext.post("filter", args(b, [n]))
+    assert passed(res) == ["solo"], res
+    # A report that lists the pod clears it (its share is in the report now).
+    ext.post("prioritize", args(a, [n]))
+    full = [(400, 141 * GiB * 2 // 5 + GiB, 141 * GiB)]
+    shown = node("solo", report(full, gen + 3, pods=[a["metadata"]["uid"]]))
+    st, res = ext.post("filter", args(pod("rec-c", 400), [shown]))
+    assert passed(res) == ["solo"], res
+    # The TTL: a pod sent here and never reported stops counting.
+    ext.post("prioritize", args(a, [n]))
+    st, res = ext.post("filter", args(b, [n]))
+    assert passed(res) == [], res
+    time.sleep(4.2)
+    st, res = ext.post("filter", args(b, [n]))
+    assert passed(res) == ["solo"], res
+    # Without a pod list: a newer generation written after the decision.
+    ext.post("prioritize", args(a, [n]))
+    time.sleep(1.1)
+    st, res = ext.post("filter", args(b, [node("solo", report(one, gen + 9))]))
+    assert passed(res) == ["solo"], res
+
+
 def t_stale(ext):
     old = time.time() - 600
-    import datetime
     when = datetime.datetime.fromtimestamp(old, datetime.timezone.utc)
     n_old = node("old", report([(1000, 80 * GiB, 80 * GiB)], 5, when=when))
     n_new = node("new", report([(1000, 80 * GiB, 80 * GiB)], 5))
@@ -363,6 +408,7 @@ def t_slow_client(ext):
 
 SCENARIOS = {"filter": (t_filter, []), "prioritize": (t_prioritize, []),
              "burst": (t_burst, []), "burst_pods": (t_burst_pods, []),
+             "record": (t_record, ["--admitted-ttl", "3s"]),
              "stale": (t_stale, ["--stale-after", "30s"]), "malformed": (t_malformed, []),
              "oversized": (t_oversized, ["--max-body", "1Mi"]),
              "slow_client": (t_slow_client, [])}
