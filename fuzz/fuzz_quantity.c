@@ -37,7 +37,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         err = NULL;
         if (r == 0) {
                 if (milli == 0 || (milli >= 1000 && milli % 1000 != 0) ||
-                    milli > GS_QUANTITY_MAX_GPUS * 1000)
+                    milli > GS_QUANTITY_MAX_SLICE_GPUS * 1000)
                         abort();
                 if (gs_gpu_quantity_format(milli, buf, sizeof(buf)) < 0 ||
                     gs_gpu_quantity_parse("fuzz", buf, &back32, NULL) != 0 || back32 != milli)

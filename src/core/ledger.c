@@ -23,6 +23,9 @@
 #include "macro.h"
 
 #define LEDGER_MAGIC "gpuslice-ledger"
+
+_Static_assert(GS_SLICE_MAX_GPUS == GS_QUANTITY_MAX_SLICE_GPUS,
+               "what the quantity parser accepts is what a slice holds");
 /* A Kubernetes slice of 8 whole GPUs lists up to 8000 unit ids. */
 #define LEDGER_MAX_LINE (128 * 1024)
 

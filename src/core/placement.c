@@ -118,7 +118,12 @@ static int place_whole(const struct gs_inventory *inv, const struct gs_gpu_usage
                        struct gs_error **err)
 {
         unsigned want = req->milli / GS_MILLI_PER_GPU;
-        if (want > GS_SLICE_MAX_GPUS || want > inv->n_gpus)
+        if (want > GS_SLICE_MAX_GPUS)
+                return gs_error_set(err, -EINVAL,
+                                    "%u whole GPUs requested but one slice holds at most %u (this "
+                                    "node has %u GPU%s)", want, GS_SLICE_MAX_GPUS, inv->n_gpus,
+                                    inv->n_gpus == 1 ? "" : "s");
+        if (want > inv->n_gpus)
                 return gs_error_set(err, -EINVAL,
                                     "%u whole GPUs requested but this node has %u GPU%s", want,
                                     inv->n_gpus, inv->n_gpus == 1 ? "" : "s");
@@ -153,6 +158,53 @@ static bool better(enum gs_placement_policy policy, const struct gs_gpu_usage *c
         return false; /* equal: keep the lower index */
 }
 
+/* Whether a slice capped at `cap` bytes on GPU g leaves room beyond one
+ * CUDA context's overhead (the shim charges each context against the cap:
+ * at or below it, not one context could be created; slice_conf.h refuses
+ * such a config). */
+static bool cap_holds_context(const struct gs_gpu *g, uint64_t cap)
+{
+        return cap > g->context_overhead;
+}
+
+/* The refusal of a fractional request whose memory (explicit or the
+ * share's default) holds no CUDA context on any GPU of the node: why, and
+ * what to ask for instead. */
+static int refuse_no_context(const struct gs_inventory *inv, const struct gs_placement_request *req,
+                             struct gs_error **err)
+{
+        const struct gs_gpu *g = &inv->gpus[0];
+        for (unsigned i = 1; i < inv->n_gpus; i++)
+                if (inv->gpus[i].memory_total > g->memory_total)
+                        g = &inv->gpus[i];
+        char ovh[32], mem[32], cap[32];
+        gs_bytes_human(g->context_overhead, ovh, sizeof(ovh));
+        if (req->memory)
+                return gs_error_set(err, -EINVAL,
+                                    "gpu memory %s is not more than a CUDA context takes on the "
+                                    "GPUs of this node (%s on GPU %u): the slice's processes could "
+                                    "not create one; ask for more than %s",
+                                    gs_bytes_human(req->memory, mem, sizeof(mem)), ovh, g->index,
+                                    ovh);
+        uint32_t least = 0;
+        for (uint32_t m = req->milli + 1; m < GS_MILLI_PER_GPU && !least; m++)
+                if (cap_holds_context(g, gs_default_memory_cap(m, g->memory_total)))
+                        least = m;
+        char hint[64] = "a larger share";
+        if (least)
+                snprintf(hint, sizeof(hint), "a share of at least %" PRIu32 "m", least);
+        return gs_error_set(err, -EINVAL,
+                            "gpu share %" PRIu32 "m gets %s of memory by default (%" PRIu32
+                            "/1000 of GPU %u's %s), not more than a CUDA context takes there "
+                            "(%s): the slice's processes could not create one; ask for %s, or "
+                            "for gpu memory above %s",
+                            req->milli,
+                            gs_bytes_human(gs_default_memory_cap(req->milli, g->memory_total), cap,
+                                           sizeof(cap)),
+                            req->milli, g->index, gs_bytes_human(g->memory_total, mem, sizeof(mem)),
+                            ovh, hint, ovh);
+}
+
 int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
              enum gs_placement_policy policy, const struct gs_placement_request *req,
              struct gs_placement *ret, struct gs_error **err)
@@ -169,11 +221,14 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
 
         int best = -1;
         uint64_t best_cap = 0, largest = 0;
+        bool any_context = false; /* a GPU where the cap holds a context */
         for (unsigned i = 0; i < inv->n_gpus; i++) {
                 const struct gs_gpu *g = &inv->gpus[i];
                 largest = GS_MAX(largest, g->memory_total);
                 uint64_t cap = req->memory ? req->memory : gs_default_memory_cap(milli, g->memory_total);
-                if (!g->healthy || cap == 0 || usage[i].free_milli < milli ||
+                bool context = cap_holds_context(g, cap);
+                any_context = any_context || context;
+                if (!g->healthy || !context || usage[i].free_milli < milli ||
                     usage[i].free_memory < cap || !allowed(req, i))
                         continue;
                 bool preferred = req->prefer && i == req->preferred_gpu;
@@ -190,6 +245,8 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
                                     "gpu memory %s is more than any GPU of this node has (largest: %s)",
                                     gs_bytes_human(req->memory, want_mem, sizeof(want_mem)),
                                     gs_bytes_human(largest, (char[32]){ 0 }, 32));
+        if (!any_context)
+                return refuse_no_context(inv, req, err);
         if (best < 0) {
                 char desc[2048];
                 describe_gpus(inv, usage, desc, sizeof(desc));

@@ -59,8 +59,11 @@ void gs_placement_usage(const struct gs_inventory *inv, const struct gs_ledger *
  * the local API, the device plugin's Allocate and preferred allocation, and
  * planning. 0 and *ret on success; -ENOSPC with a message showing each
  * GPU's free share and memory when nothing fits; -EINVAL for a request
- * that can never fit (bad share, more GPUs than exist, memory above every
- * GPU's size). Does not change usage. */
+ * that can never fit (bad share, more GPUs than exist or than a slice
+ * holds, memory above every GPU's size, or a memory cap, explicit or the
+ * share's default, not above any GPU's context overhead: the message says
+ * the least share or memory that would work). A GPU where the cap would
+ * not hold a context is never chosen. Does not change usage. */
 int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
              enum gs_placement_policy policy, const struct gs_placement_request *req,
              struct gs_placement *ret, struct gs_error **err);

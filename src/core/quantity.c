@@ -283,7 +283,7 @@ static const char *status_reason(enum qty_status st, const struct qty *q, char *
 
 #define GPU_ACCEPTED                                                                       \
         "below one GPU use 1m..999m (or 0.001..0.999); from one GPU up use whole GPUs (1, 2, " \
-        "1000m), at most 64"
+        "1000m), at most 8"
 
 #define REASON(st, q) status_reason((st), (q), (char[GS_QUOTE_MAX + 32]){ 0 }, GS_QUOTE_MAX + 32)
 
@@ -307,9 +307,10 @@ int gs_gpu_quantity_parse(const char *field, const char *value, uint32_t *ret_mi
                 return gpu_error(err, field, value, REASON(st, &q));
         if (q.negative && q.digits != 0)
                 return gpu_error(err, field, value, "it is negative");
-        int r = qty_to_units(&q, 3, (uint64_t)GS_QUANTITY_MAX_GPUS * GS_MILLI_PER_GPU, &milli);
+        int r = qty_to_units(&q, 3, (uint64_t)GS_QUANTITY_MAX_SLICE_GPUS * GS_MILLI_PER_GPU,
+                             &milli);
         if (r == -ERANGE)
-                return gpu_error(err, field, value, "more than 64 GPUs");
+                return gpu_error(err, field, value, "more than 8 GPUs, the most one slice holds");
         if (r == -EDOM)
                 return gpu_error(err, field, value, "finer than 1m, a thousandth of a GPU");
         if (milli == 0)

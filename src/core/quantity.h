@@ -11,11 +11,15 @@
 
 #define GS_MILLI_PER_GPU 1000u
 #define GS_MEM_GRANULARITY (2ull << 20) /* the driver's 2 MiB allocation granularity */
-#define GS_QUANTITY_MAX_GPUS 64u          /* most whole GPUs one API may ask for */
+#define GS_QUANTITY_MAX_GPUS 64u          /* most whole GPUs of a pod's request (extender) */
+/* Most whole GPUs one slice holds, and so one API's `gpu` or `--gpu`: the
+ * node's and the local protocol's bound (GS_SLICE_MAX_GPUS, gpu_milli up
+ * to 8000). */
+#define GS_QUANTITY_MAX_SLICE_GPUS 8u
 #define GS_CPU_MAX_MILLI 100000000u       /* 100000 cores: a sanity bound */
 #define GS_QUANTITY_MAX_LEN 128           /* longer quantity strings are rejected */
 
-/* Parse a GPU quantity (`300m`, `0.3`, `1`, `2`, `1000m`). On success
+/* Parse a GPU quantity (`300m`, `0.3`, `1`, `2`, `1000m`), up to 8 GPUs. On success
  * *ret_milli is 1..999 (a slice) or a whole multiple of 1000 (exclusive
  * GPUs). Anything else fails with -EINVAL and an error naming `field`, the
  * value and what is accepted. */

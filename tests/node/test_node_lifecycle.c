@@ -459,6 +459,7 @@ static void observer_told_once(void **state)
         req.memory = 15 * T_GIB;
         struct gs_slice s = t_prepare(e, &req);
         req = t_local(10);
+        req.memory = 512ull << 20; /* 10m's default would hold no context */
         struct gs_slice out;
         struct gs_error *err = NULL;
         node_lock(e->node);

@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -125,6 +126,50 @@ static void refusal_message(void **state)
         gs_ledger_done(&l);
 }
 
+/* A share whose memory cap cannot hold one CUDA context (issue 17: 10m of
+ * 16 GiB is 162 MiB in 2 MiB granules, a context takes 256 MiB) can never run: refused up
+ * front naming the least share and memory that would, not placed to fail
+ * later in the slice config. */
+static void tiny_shares(void **state)
+{
+        (void)state;
+        struct gs_inventory inv;
+        make_inv(&inv, 2, 16 * GiB);
+        inv.gpus[0].context_overhead = inv.gpus[1].context_overhead = 256ull << 20;
+        struct gs_ledger l;
+        gs_ledger_init(&l);
+        struct gs_placement p;
+        struct gs_error *err = NULL;
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 10, 0, &p, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "gpu share 10m gets 162.0Mi of memory by "
+                                                  "default"));
+        assert_non_null(strstr(gs_error_msg(err), "a share of at least 16m"));
+        assert_non_null(strstr(gs_error_msg(err), "gpu memory above 256.0Mi"));
+        err = gs_error_free(err);
+        /* 15m: 244 MiB, still no room; 16m: 262 MiB. */
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 15, 0, &p, NULL), -EINVAL);
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 16, 0, &p, NULL), 0);
+        /* A tiny share with memory of its own is fine; too little memory is not. */
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 1, GiB, &p, NULL), 0);
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 100, 200ull << 20, &p, &err),
+                         -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "gpu memory 200.0Mi is not more than a CUDA "
+                                                  "context takes"));
+        err = gs_error_free(err);
+        /* A GPU whose context takes more is skipped, another one used. */
+        inv.gpus[0].context_overhead = GiB;
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 30, 0, &p, NULL), 0);
+        assert_int_equal(p.gpus[0], 1);
+        /* Whole GPUs: at most 8 per slice, and the node's count named. */
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 4000, 0, &p, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "this node has 2 GPUs"));
+        err = gs_error_free(err);
+        assert_int_equal(place(&inv, &l, GS_PLACE_BINPACK, 9000, 0, &p, &err), -EINVAL);
+        assert_non_null(strstr(gs_error_msg(err), "one slice holds at most 8"));
+        err = gs_error_free(err);
+        gs_ledger_done(&l);
+}
+
 static void whole_gpus(void **state)
 {
         (void)state;
@@ -162,6 +207,7 @@ int main(void)
         const struct CMUnitTest tests[] = {
                 cmocka_unit_test(binpack_best_fit), cmocka_unit_test(spread_most_free),
                 cmocka_unit_test(refusal_message),  cmocka_unit_test(whole_gpus),
+                cmocka_unit_test(tiny_shares),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -37,8 +37,8 @@ static const struct good_u32 gpu_good[] = {
         { "1m", 1 },        { "999m", 999 },     { "300m", 300 },     { "0.3", 300 },
         { "0.125", 125 },   { ".5", 500 },       { "0.001", 1 },      { "0.999", 999 },
         { "1", 1000 },      { "2", 2000 },       { "1000m", 1000 },   { "2000m", 2000 },
-        { "64", 64000 },    { "64000m", 64000 }, { "3e-1", 300 },     { "30E-2", 300 },
-        { "1e0", 1000 },    { "0.5e1", 5000 },   { "1e1", 10000 },    { "+1", 1000 },
+        { "8", 8000 },      { "8000m", 8000 },   { "3e-1", 300 },     { "30E-2", 300 },
+        { "1e0", 1000 },    { "0.5e1", 5000 },   { "0.8e1", 8000 },    { "+1", 1000 },
         { "1.0", 1000 },    { "1.", 1000 },      { "0.300", 300 },    { "300.0m", 300 },
         { "00300m", 300 },  { "0.0000001e6", 100 }, { "1000000e-6", 1000 },
         { "0.00000000000000000000000000000000000000000000000000003e50", 3 },
@@ -58,13 +58,15 @@ static const struct bad gpu_bad[] = {
         { "1e-4", "finer than 1m" },
         { "300.5m", "finer than 1m" },
         { "1.0001", "finer than 1m" },
-        { "300M", "more than 64 GPUs" },
-        { "65", "more than 64 GPUs" },
-        { "65000m", "more than 64 GPUs" },
-        { "1Ki", "more than 64 GPUs" },
-        { "1k", "more than 64 GPUs" },
-        { "1e3", "more than 64 GPUs" },
-        { "100000000000000000000000000000000000000000000000000", "more than 64 GPUs" },
+        { "300M", "more than 8 GPUs" },
+        { "9", "more than 8 GPUs" },
+        { "65", "more than 8 GPUs" },
+        { "9000m", "more than 8 GPUs" },
+        { "65000m", "more than 8 GPUs" },
+        { "1Ki", "more than 8 GPUs" },
+        { "1k", "more than 8 GPUs" },
+        { "1e3", "more than 8 GPUs" },
+        { "100000000000000000000000000000000000000000000000000", "more than 8 GPUs" },
         { "99999999999999999999999999999999999999999", "too many significant digits" },
         { "1e1001", "exponent is out of range" },
         { "1e-99999999999", "exponent is out of range" },
@@ -139,11 +141,12 @@ static void test_gpu_exact_message(void **state)
         assert_int_equal(gs_gpu_quantity_parse("compute.gpu", "1500m", &milli, &err), -EINVAL);
         assert_string_equal(err->msg,
                             "compute.gpu: \"1500m\" is not a valid GPU quantity (above one GPU "
-                            "only whole GPUs are allowed): " GPU_ACCEPTED ", at most 64");
+                            "only whole GPUs are allowed): " GPU_ACCEPTED ", at most 8");
         gs_error_free(err);
 }
 
-/* Every slice in both spellings, and every milli count up to 64 GPUs. */
+/* Every slice in both spellings, and every milli count up to 8 GPUs (the most
+ * one slice holds: above it, refused). */
 static void test_gpu_exhaustive(void **state)
 {
         (void)state;
@@ -157,11 +160,11 @@ static void test_gpu_exhaustive(void **state)
                 assert_int_equal(a, m);
                 assert_int_equal(b, m);
         }
-        for (uint32_t m = 1000; m <= 64000; m++) {
+        for (uint32_t m = 1000; m <= 9000; m++) {
                 uint32_t a = 0;
                 snprintf(buf, sizeof(buf), "%um", m);
                 int r = gs_gpu_quantity_parse("gpu", buf, &a, NULL);
-                assert_int_equal(r, m % 1000 == 0 ? 0 : -EINVAL);
+                assert_int_equal(r, m % 1000 == 0 && m <= 8000 ? 0 : -EINVAL);
                 if (r == 0)
                         assert_int_equal(a, m);
         }

@@ -124,7 +124,7 @@ static const struct {
         { "- {name: a, command: [x], compute: {gpu: 300m, overuse: \"report\"}}", 300 },
         { "\xef\xbb\xbf- {name: a, command: [x], compute: {gpu: 2}}", 2000 }, /* UTF-8 BOM */
         { "- name: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\n"
-          "  command: [x]\n  compute: {gpu: 64}\n", 64000 },
+          "  command: [x]\n  compute: {gpu: 8}\n", 8000 },
 };
 
 static void test_good_variants(void **state)
@@ -227,7 +227,7 @@ static const struct {
         { API "  compute: {gpu: 0}\n", "a: compute.gpu: \"0\" is not a valid GPU quantity (it is zero)" },
         { API "  compute: {gpu: -300m}\n", "(it is negative)" },
         { API "  compute: {gpu: 0.0005}\n", "(finer than 1m" },
-        { API "  compute: {gpu: 300M}\n", "(more than 64 GPUs)" },
+        { API "  compute: {gpu: 300M}\n", "(more than 8 GPUs, the most one slice holds)" },
         { API "  compute: {gpu: 300x}\n", "(unknown suffix \"x\")" },
         { API "  compute: {gpu: [1]}\n", "compute.gpu: expected a value such as 300m, got a list" },
         { API "  compute: {gpu: }\n", "compute.gpu: expected a value such as 300m, got nothing" },
@@ -281,7 +281,7 @@ static void test_exact_message(void **state)
                             "apis.yaml:4: iris-classifier: compute.gpu: \"1500m\" is not a valid "
                             "GPU quantity (above one GPU only whole GPUs are allowed): below one "
                             "GPU use 1m..999m (or 0.001..0.999); from one GPU up use whole GPUs "
-                            "(1, 2, 1000m), at most 64");
+                            "(1, 2, 1000m), at most 8");
         gs_error_free(err);
 }
 
