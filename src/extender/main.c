@@ -74,6 +74,7 @@ static int bad(const char *flag, const char *value, const char *accepted)
         return -EINVAL;
 }
 
+/* 0 to run, 1 when done (--version, --help), or -EINVAL (logged). */
 static int parse_args(struct options *o, int argc, char **argv)
 {
         enum { O_LISTEN = 256, O_POLICY, O_STALE, O_TTL, O_BODY, O_LOG, O_VERSION, O_HELP };
@@ -118,8 +119,12 @@ static int parse_args(struct options *o, int argc, char **argv)
                         if (node_log_level_parse(optarg, &gs_log_max_level) < 0)
                                 return bad("--log-level", optarg, "error, warning, info or debug");
                         break;
-                case O_VERSION: puts("gpuslice-extender 0.1.0"); exit(0);
-                case O_HELP: usage(stdout); exit(0);
+                case O_VERSION:
+                        puts("gpuslice-extender 0.1.0");
+                        return 1;
+                case O_HELP:
+                        usage(stdout);
+                        return 1;
                 default: usage(stderr); return -EINVAL;
                 }
         }
@@ -149,8 +154,9 @@ int main(int argc, char **argv)
                          .admitted_ttl_s = DEFAULT_TTL_S },
                 .body_max = DEFAULT_BODY_MAX,
         };
-        if (parse_args(&o, argc, argv) < 0)
-                return 2;
+        int r = parse_args(&o, argc, argv);
+        if (r != 0)
+                return r < 0 ? 2 : 0;
         /* Block the stop signals before any thread starts, then wait. */
         sigset_t stop;
         sigemptyset(&stop);
