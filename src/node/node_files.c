@@ -156,7 +156,13 @@ bool node_files_slice_ok(struct node *n, const struct gs_slice *s)
                 return false;
         struct gs_slice_conf want, have;
         node_conf_path(n, s->id, path, sizeof(path));
-        if (slice_conf_of(n, s, &want, NULL) < 0 || gs_slice_conf_load(path, &have, NULL) < 0)
+        /* Read back as a state file: a link, FIFO or device there is not
+         * followed or blocked on but taken as stale (and so replaced). */
+        _cleanup_free_ char *text = NULL;
+        size_t len = 0;
+        if (slice_conf_of(n, s, &want, NULL) < 0 ||
+            gs_file_read(path, GS_SLICE_CONF_MAX_BYTES, &text, &len, NULL) < 0 ||
+            gs_slice_conf_parse(text, len, &have, NULL) < 0)
                 return false;
         return want.version == have.version && strcmp(want.slice, have.slice) == 0 &&
                strcmp(want.gpu_uuid, have.gpu_uuid) == 0 &&

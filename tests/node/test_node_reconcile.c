@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "atomic_file.h"
@@ -318,6 +319,36 @@ static void symlink_not_followed_on_reconcile(void **state)
         t_env_free(e);
 }
 
+/* A slice's config replaced by a link to a copy of itself (or a FIFO): it
+ * is not read through the link (nor blocked on) but rewritten as a file of
+ * its own; the link's target is untouched. */
+static void config_link_rewritten(void **state)
+{
+        (void)state;
+        struct t_env *e = t_env_new(1, NULL, NULL, NULL);
+        char target[NODE_PATH_MAX], keep[NODE_PATH_MAX + 8], conf[NODE_PATH_MAX];
+        make_target(e, target, sizeof(target), keep, sizeof(keep));
+        struct node_request req = t_local(300);
+        struct gs_slice s = t_prepare(e, &req);
+        node_conf_path(e->node, s.id, conf, sizeof(conf));
+        char copy[NODE_PATH_MAX + 16];
+        snprintf(copy, sizeof(copy), "%s/copy.conf", target);
+        assert_int_equal(rename(conf, copy), 0);
+        assert_int_equal(symlink(copy, conf), 0);
+        assert_int_equal(reconcile(e), 1);
+        struct stat st;
+        assert_int_equal(lstat(conf, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        assert_true(t_exists(copy));
+        assert_true(t_exists(keep));
+        assert_int_equal(unlink(conf), 0);
+        assert_int_equal(mkfifo(conf, 0600), 0);
+        assert_int_equal(reconcile(e), 1);
+        assert_int_equal(lstat(conf, &st), 0);
+        assert_true(S_ISREG(st.st_mode));
+        t_env_free(e);
+}
+
 /* An entry of slices/ that is not a directory (a symlink, a plain file)
  * that no slice names is removed like any orphan (it was only rmdir()ed,
  * which fails with ENOTDIR, and counted as removed on every start). */
@@ -427,6 +458,7 @@ int main(void)
                 cmocka_unit_test_teardown(symlink_not_followed_on_prepare, t_teardown),
                 cmocka_unit_test_teardown(symlink_not_followed_on_reconcile, t_teardown),
                 cmocka_unit_test_teardown(orphan_non_directory_removed, t_teardown),
+                cmocka_unit_test_teardown(config_link_rewritten, t_teardown),
                 cmocka_unit_test_teardown(layout_links_refused, t_teardown),
                 cmocka_unit_test_teardown(damaged_ledger_refused, t_teardown),
         };
