@@ -135,7 +135,34 @@ def main():
     assert not any(o["kind"] == "RuntimeClass" for o in objs), "no RuntimeClass in the base"
 
     check_dra(kust, ds, sa)
+    check_extender()
     print("PASS deploy")
+
+
+def check_extender():
+    """deploy/components/extender: the extender needs nothing of the node
+    or the API server: no token, no host paths or host network, not root,
+    no capability, and one replica (its record is in memory)."""
+    comp = os.path.join(DEPLOY, "components/extender")
+    ck = yaml.safe_load(open(os.path.join(comp, "kustomization.yaml")))
+    assert ck["kind"] == "Component", ck
+    objs = [o for r in ck["resources"] for o in load_all(os.path.join(comp, r))]
+    by = {o["kind"]: o for o in objs}
+    assert sorted(by) == ["Deployment", "Service"], sorted(by)
+    dep = by["Deployment"]["spec"]
+    assert dep["replicas"] == 1 and dep["strategy"]["type"] == "Recreate", dep
+    pod = dep["template"]["spec"]
+    assert pod["automountServiceAccountToken"] is False, "no API access"
+    for k in ("hostNetwork", "hostPID", "hostIPC", "volumes"):
+        assert k not in pod, k
+    (c,) = pod["containers"]
+    sc = check_security(c)
+    assert sc["runAsNonRoot"] is True and sc["runAsUser"] != 0, sc
+    assert "add" not in sc["capabilities"], sc
+    assert arg(c["args"], "--listen") == "0.0.0.0:%d" % c["ports"][0]["containerPort"], c
+    assert c["resources"]["limits"]["memory"], "bounded memory"
+    assert not os.path.exists(os.path.join(comp, "scheduler-config.yaml")) or \
+        "scheduler-config.yaml" not in ck.get("resources", []), "not an API object"
 
 
 def check_dra(kust, ds, sa):
