@@ -11,56 +11,39 @@
  * sum_t w(t) F(t) over the model, w normalised to 1; fgd weighs shapes by
  * pod count and tests only CPU, as the paper does.
  *
- * gpuslice's policy differs in three ways, each aimed at the allocation
- * ratio (GPU share allocated over capacity) rather than the pod count:
- *   1. shapes are weighted by the GPU share they ask (count x k x milli):
- *      a fragment matters in proportion to the GPU demand it turns away, so
- *      the rare 8-GPU pods that carry a large part of the demand keep their
- *      whole nodes, and CPU-only shapes (no GPU demand) weigh nothing;
- *   2. a shape runs on a node only if its host memory fits as well as its
- *      CPU (the trace's nodes run out of memory as well as of CPU);
- *   3. ties (equal fragmentation increase, common on empty and full nodes)
- *      go to the node left with the least free GPU share, then the least
- *      free CPU, and inside a node to the GPU with the least free share, so
- *      empty GPUs and nodes stay empty for whole-GPU pods.
+ * gpuslice's policy scores the loss of a node instead: what it expects to
+ * stay unallocated at the end of an overloaded run, in milli-GPU.
+ *   1. Each GPU's free share f is expected to be left with leftover[f]
+ *      (cluster_model.c): the share that remains once pods drawn from the
+ *      model have filled it, each arriving pod either fitting or, with
+ *      chance 1 - gamma, the run ending first. Unlike FGD's fragmentation
+ *      this sees that a share which only a large pod with a large
+ *      remainder fits (an 810m pod leaving 190m that few pods fit) is worth
+ *      less than one that several smaller pods fill exactly, so small pods
+ *      open fresh GPUs rather than leave them to such pods.
+ *   2. CPU and host memory: free share that the node's free CPU or memory
+ *      cannot feed, at the CPU and memory per milli-GPU of the GPU pods
+ *      seen, counts as lost, so CPU-hungry pods (and CPU-only pods) go
+ *      where they strand the least GPU.
+ *   3. Ties (equal loss, common on empty and full nodes) go to the node
+ *      left with the least free GPU share, then the least free CPU, and
+ *      inside a node to the GPU with the least free share, so empty GPUs
+ *      and nodes stay whole for whole-GPU and multi-GPU pods.
  * Its model is learned online (gs_cp_model_observe per arriving pod). */
 #include "cluster_placement.h"
 
 #include <errno.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "alloc.h"
-#include "macro.h"
+#include "cluster_model_int.h"
 
-/* Most distinct shapes a model keeps (see gs_cp_model_observe). */
-#define CP_MAX_SHAPES 4096u
 /* The FGD paper's best-fit normalisers: the largest node's CPU and GPU. */
 #define CP_BEST_FIT_CPU 128000.0
 #define CP_BEST_FIT_GPU 8000.0
 /* Span of the fragmentation change that the score maps onto [0,100]. */
 #define CP_DELTA_SPAN ((double)GS_CP_MAX_GPUS * GS_CP_MILLI_PER_GPU)
 
-struct cp_shape {
-        uint64_t cpu, mem;   /* milli-cores, bytes */
-        uint64_t count;
-};
 
-/* Shapes with the same GPU ask (k GPUs of milli each, allowed models). */
-struct cp_group {
-        unsigned k;          /* 0: CPU only */
-        uint32_t milli;      /* per GPU; 1000 for whole GPUs, 0 for CPU only */
-        char *models;        /* NULL: any */
-        struct cp_shape *shapes;
-        size_t n_shapes, cap;
-};
-
-struct gs_cp_model {
-        struct cp_group *groups;
-        size_t n_groups, cap;
-        size_t n_shapes;
-        uint64_t count;
-};
 
 /* A node as fragmentation sees it (possibly after a hypothetical pod). */
 struct cp_view {
@@ -92,209 +75,12 @@ const char *gs_cp_policy_name(enum gs_cp_policy p)
 
 /* ---- the model ------------------------------------------------------ */
 
-struct gs_cp_model *gs_cp_model_new(void)
-{
-        return gs_calloc(1, sizeof(struct gs_cp_model));
-}
-
-struct gs_cp_model *gs_cp_model_free(struct gs_cp_model *m)
-{
-        if (!m)
-                return NULL;
-        for (size_t i = 0; i < m->n_groups; i++) {
-                gs_free(m->groups[i].models);
-                gs_free(m->groups[i].shapes);
-        }
-        gs_free(m->groups);
-        gs_free(m);
-        return NULL;
-}
-
-uint64_t gs_cp_model_count(const struct gs_cp_model *m)
-{
-        return m ? m->count : 0;
-}
-
-static bool models_empty(const char *s)
-{
-        return !s || !*s;
-}
-
-static bool models_equal(const char *a, const char *b)
-{
-        if (models_empty(a) || models_empty(b))
-                return models_empty(a) && models_empty(b);
-        return strcmp(a, b) == 0;
-}
-
-/* The pod's GPU ask in the model's terms: k GPUs of milli each. */
-static void pod_ask(const struct gs_cp_pod *p, unsigned *ret_k, uint32_t *ret_milli)
-{
-        *ret_k = p->n_gpus;
-        *ret_milli = p->n_gpus == 0 ? 0 : p->n_gpus > 1 ? GS_CP_MILLI_PER_GPU : p->milli;
-}
-
-static struct cp_group *group_find(const struct gs_cp_model *m, unsigned k, uint32_t milli,
-                                   const char *models)
-{
-        for (size_t i = 0; i < m->n_groups; i++) {
-                struct cp_group *g = &m->groups[i];
-                if (g->k == k && g->milli == milli && models_equal(g->models, models))
-                        return g;
-        }
-        return NULL;
-}
-
-static int group_add(struct gs_cp_model *m, unsigned k, uint32_t milli, const char *models,
-                     struct cp_group **ret)
-{
-        if (m->n_groups == m->cap) {
-                size_t cap = m->cap ? 2 * m->cap : 16;
-                struct cp_group *g = gs_realloc(m->groups, cap * sizeof(*g));
-                if (!g)
-                        return -ENOMEM;
-                m->groups = g;
-                m->cap = cap;
-        }
-        char *copy = NULL;
-        if (!models_empty(models)) {
-                copy = gs_strdup(models);
-                if (!copy)
-                        return -ENOMEM;
-        }
-        struct cp_group *g = &m->groups[m->n_groups++];
-        *g = (struct cp_group){ .k = k, .milli = milli, .models = copy };
-        *ret = g;
-        return 0;
-}
-
-/* The kept shape nearest to (cpu, mem) in g, for folding once the model is
- * full. NULL when g has none. */
-static struct cp_shape *shape_nearest(struct cp_group *g, uint64_t cpu, uint64_t mem)
-{
-        struct cp_shape *best = NULL;
-        double best_d = 0;
-        for (size_t i = 0; i < g->n_shapes; i++) {
-                double dc = ((double)g->shapes[i].cpu - (double)cpu) / 1000.0;
-                double dm = ((double)g->shapes[i].mem - (double)mem) / (double)(1ull << 30);
-                double d = dc * dc + dm * dm;
-                if (!best || d < best_d) {
-                        best = &g->shapes[i];
-                        best_d = d;
-                }
-        }
-        return best;
-}
-
-int gs_cp_model_observe(struct gs_cp_model *m, const struct gs_cp_pod *p)
-{
-        unsigned k;
-        uint32_t milli;
-        pod_ask(p, &k, &milli);
-        struct cp_group *g = group_find(m, k, milli, p->models);
-        for (size_t i = 0; g && i < g->n_shapes; i++)
-                if (g->shapes[i].cpu == p->cpu_milli && g->shapes[i].mem == p->host_memory) {
-                        g->shapes[i].count++;
-                        m->count++;
-                        return 0;
-                }
-        if (m->n_shapes >= CP_MAX_SHAPES) {
-                struct cp_shape *s = g ? shape_nearest(g, p->cpu_milli, p->host_memory) : NULL;
-                if (s)
-                        s->count++;
-                m->count++;
-                return 0;
-        }
-        if (!g) {
-                int r = group_add(m, k, milli, p->models, &g);
-                if (r < 0)
-                        return r;
-        }
-        if (g->n_shapes == g->cap) {
-                size_t cap = g->cap ? 2 * g->cap : 8;
-                struct cp_shape *s = gs_realloc(g->shapes, cap * sizeof(*s));
-                if (!s)
-                        return -ENOMEM;
-                g->shapes = s;
-                g->cap = cap;
-        }
-        g->shapes[g->n_shapes++] =
-                (struct cp_shape){ .cpu = p->cpu_milli, .mem = p->host_memory, .count = 1 };
-        m->n_shapes++;
-        m->count++;
-        return 0;
-}
-
-/* One FGD key (group, CPU) and the pods that have it. */
-struct cp_key {
-        size_t group;
-        uint64_t cpu, count;
-        bool keep;
-};
-
-static int key_cmp(const void *a, const void *b)
-{
-        const struct cp_key *x = a, *y = b;
-        if (x->count != y->count)
-                return x->count < y->count ? 1 : -1;
-        if (x->group != y->group)
-                return x->group < y->group ? -1 : 1;
-        return x->cpu < y->cpu ? -1 : x->cpu > y->cpu;
-}
-
-static bool key_kept(const struct cp_key *keys, size_t n, size_t group, uint64_t cpu)
-{
-        for (size_t i = 0; i < n; i++)
-                if (keys[i].group == group && keys[i].cpu == cpu)
-                        return keys[i].keep;
-        return false;
-}
-
-void gs_cp_model_keep_popular(struct gs_cp_model *m, double share)
-{
-        if (!m || m->n_shapes == 0)
-                return;
-        struct cp_key *keys = gs_calloc(m->n_shapes, sizeof(*keys));
-        if (!keys)
-                return; /* out of memory: keep every shape */
-        size_t n = 0;
-        uint64_t total = 0;
-        for (size_t gi = 0; gi < m->n_groups; gi++)
-                for (size_t si = 0; si < m->groups[gi].n_shapes; si++) {
-                        const struct cp_shape *s = &m->groups[gi].shapes[si];
-                        size_t k = 0;
-                        while (k < n && !(keys[k].group == gi && keys[k].cpu == s->cpu))
-                                k++;
-                        if (k == n)
-                                keys[n++] = (struct cp_key){ .group = gi, .cpu = s->cpu };
-                        keys[k].count += s->count;
-                        total += s->count;
-                }
-        qsort(keys, n, sizeof(*keys), key_cmp);
-        double want = share * (double)total, cum = 0;
-        for (size_t i = 0; i < n && cum < want; i++) {
-                keys[i].keep = true;
-                cum += (double)keys[i].count;
-        }
-        m->n_shapes = 0;
-        for (size_t gi = 0; gi < m->n_groups; gi++) {
-                struct cp_group *g = &m->groups[gi];
-                size_t out = 0;
-                for (size_t si = 0; si < g->n_shapes; si++)
-                        if (key_kept(keys, n, gi, g->shapes[si].cpu))
-                                g->shapes[out++] = g->shapes[si];
-                g->n_shapes = out;
-                m->n_shapes += out;
-        }
-        gs_free(keys);
-}
-
 /* ---- fit ------------------------------------------------------------ */
 
 /* Is model in the '|'-separated list (NULL or "": any)? */
 static bool model_allowed(const char *list, const char *model)
 {
-        if (models_empty(list))
+        if (cp_models_empty(list))
                 return true;
         size_t len = strlen(model);
         if (len == 0)
@@ -411,20 +197,6 @@ static void view_apply(struct cp_view *v, const struct gs_cp_pod *p, const struc
         }
 }
 
-/* How the policy weighs shapes and tests them against a node. */
-struct cp_frag_rule {
-        bool by_volume;   /* weight count x GPU share asked (else count) */
-        bool memory;      /* host memory must fit too (else CPU only) */
-};
-
-static double shape_weight(const struct cp_group *g, const struct cp_shape *s,
-                           const struct cp_frag_rule *r)
-{
-        if (!r->by_volume)
-                return (double)s->count;
-        return (double)s->count * (double)g->k * (double)g->milli;
-}
-
 /* The free share of the view that shapes of g cannot use (F above), for a
  * shape whose host side fits. */
 static uint64_t group_frag(const struct cp_group *g, const struct cp_view *v, uint64_t total)
@@ -442,6 +214,14 @@ static uint64_t group_frag(const struct cp_group *g, const struct cp_view *v, ui
         return hosts >= g->k ? part : total;
 }
 
+static uint64_t view_free(const struct cp_view *v)
+{
+        uint64_t total = 0;
+        for (unsigned i = 0; i < v->n; i++)
+                total += v->free[i];
+        return total;
+}
+
 /* Fragmentation for an empty model: shares 100m..1000m, equally likely. */
 static double frag_uniform(const struct cp_view *v)
 {
@@ -453,42 +233,73 @@ static double frag_uniform(const struct cp_view *v)
         return acc / 10.0;
 }
 
-static double frag_eval(const struct gs_cp_model *m, const struct cp_frag_rule *r,
-                        const struct cp_view *v)
+/* FGD's fragmentation of a view: sum over shapes of count x F, over the
+ * count of shapes. */
+static double fgd_frag(const struct gs_cp_model *m, const struct cp_view *v)
 {
-        uint64_t total = 0;
-        for (unsigned i = 0; i < v->n; i++)
-                total += v->free[i];
+        uint64_t total = view_free(v);
         if (total == 0)
                 return 0;
-        if (!m || m->count == 0)
+        if (!m || m->n_shapes == 0)
                 return frag_uniform(v);
-        double acc = 0, wsum = 0;
+        double acc = 0, n = 0;
         for (size_t gi = 0; gi < m->n_groups; gi++) {
                 const struct cp_group *g = &m->groups[gi];
                 uint64_t part = group_frag(g, v, total);
                 for (size_t si = 0; si < g->n_shapes; si++) {
                         const struct cp_shape *s = &g->shapes[si];
-                        double w = shape_weight(g, s, r);
-                        if (w <= 0)
-                                continue;
-                        bool host = host_fits(v->cpu, s->cpu) &&
-                                    (!r->memory || host_fits(v->mem, s->mem));
-                        acc += w * (double)(host ? part : total);
-                        wsum += w;
+                        bool host = host_fits(v->cpu, s->cpu);
+                        acc += (double)s->count * (double)(host ? part : total);
+                        n += (double)s->count;
                 }
         }
-        return wsum > 0 ? acc / wsum : frag_uniform(v);
+        return n > 0 ? acc / n : frag_uniform(v);
 }
 
-static const struct cp_frag_rule fgd_rule = { .by_volume = false, .memory = false };
-static const struct cp_frag_rule gpuslice_rule = { .by_volume = true, .memory = true };
+/* Free share of the view that its free CPU or host memory cannot feed, at
+ * the model's CPU and memory per milli-GPU of GPU pods. */
+static double stranded(const struct gs_cp_model *m, const struct cp_view *v, uint64_t total)
+{
+        double s = 0;
+        if (v->cpu != GS_CP_UNTRACKED && m->cpu_per_milli > 0) {
+                double usable = (double)v->cpu / m->cpu_per_milli;
+                s = (double)total > usable ? (double)total - usable : 0;
+        }
+        if (v->mem != GS_CP_UNTRACKED && m->mem_per_milli > 0) {
+                double usable = (double)v->mem / m->mem_per_milli;
+                double sm = (double)total > usable ? (double)total - usable : 0;
+                s = sm > s ? sm : s;
+        }
+        return s;
+}
+
+/* gpuslice's loss of a view: the share its GPUs are expected to be left
+ * with (the model's leftover table, GPU by GPU) plus the free share its
+ * CPU or memory cannot feed; milli-GPU, lower is better. */
+static double gpuslice_loss(const struct gs_cp_model *m, const struct cp_view *v)
+{
+        uint64_t total = view_free(v);
+        if (total == 0)
+                return 0;
+        if (!m || m->gpu_demand <= 0)
+                return frag_uniform(v);
+        double loss = 0;
+        for (unsigned i = 0; i < v->n; i++)
+                loss += m->leftover[v->free[i] <= GS_CP_MILLI_PER_GPU ? v->free[i] : 0];
+        return loss + stranded(m, v, total);
+}
+
+static double policy_loss(enum gs_cp_policy pol, const struct gs_cp_model *m,
+                          const struct cp_view *v)
+{
+        return pol == GS_CP_FGD ? fgd_frag(m, v) : gpuslice_loss(m, v);
+}
 
 double gs_cp_node_frag(const struct gs_cp_model *m, const struct gs_cp_node *n)
 {
         struct cp_view v;
         view_of(n, &v);
-        return frag_eval(m, &fgd_rule, &v);
+        return fgd_frag(m, &v);
 }
 
 /* ---- choices -------------------------------------------------------- */
@@ -545,21 +356,21 @@ static double best_fit_score(const struct gs_cp_node *n, const struct gs_cp_pod 
         return clamp_score(100.0 * (1.0 - left));
 }
 
-/* Fragmentation-driven choice (fgd, gpuslice): the GPU(s) of n whose
- * taking increases the node's fragmentation least, and that increase. */
+/* Loss-driven choice (fgd: its fragmentation; gpuslice: its loss): the
+ * GPU(s) of n whose taking increases the node's loss least, and that
+ * increase. */
 static double frag_choose(enum gs_cp_policy pol, const struct gs_cp_model *m,
                           const struct gs_cp_node *n, const struct gs_cp_pod *p,
                           struct gs_cp_choice *c)
 {
-        const struct cp_frag_rule *r = pol == GS_CP_FGD ? &fgd_rule : &gpuslice_rule;
         struct cp_view base;
         view_of(n, &base);
-        double before = frag_eval(m, r, &base);
+        double before = policy_loss(pol, m, &base);
         if (p->n_gpus == 0 || whole(p)) {
                 choose_first(n, p, c);
                 struct cp_view after = base;
                 view_apply(&after, p, c);
-                return frag_eval(m, r, &after) - before;
+                return policy_loss(pol, m, &after) - before;
         }
         /* A share: try each GPU that fits, once per distinct free share. */
         bool tried[GS_CP_MILLI_PER_GPU + 1] = { false };
@@ -573,7 +384,7 @@ static double frag_choose(enum gs_cp_policy pol, const struct gs_cp_model *m,
                 struct gs_cp_choice one = { .n = 1, .gpus = { i } };
                 struct cp_view after = base;
                 view_apply(&after, p, &one);
-                double d = frag_eval(m, r, &after) - before;
+                double d = policy_loss(pol, m, &after) - before;
                 bool better = best_i < 0 || d < best - 1e-9;
                 /* gpuslice breaks ties towards the tighter GPU; fgd keeps
                  * the first (lowest index), as its simulator does. */

@@ -23,9 +23,11 @@
  *     node's fragmentation is the expected GPU share (milli) that a pod
  *     drawn from the model's distribution could not use on that node;
  *     pick the node and GPU(s) whose placement increases it least;
- *   - gpuslice: gpuslice's own policy, fragmentation against the model as
- *     for fgd, with the node's CPU and host memory counted and tie-breaks
- *     that keep large free blocks whole (see cluster_placement.c).
+ *   - gpuslice: gpuslice's own policy: the node and GPU(s) whose placement
+ *     least increases the share expected to stay unallocated (each GPU's
+ *     free share as the model's pods would fill it, plus free share that
+ *     the node's free CPU or host memory cannot feed), ties to the fuller
+ *     node and GPU; its model is learned online (see cluster_placement.c).
  *
  * Thread safety: every function here is reentrant; a model may be read
  * (gs_cp_score) by many threads at once but must not be changed
