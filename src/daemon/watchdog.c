@@ -156,7 +156,7 @@ int wd_slice_index(const struct wd_state *w, const char *id)
 /* map_pid, remembering what it found: a process mapped once keeps its
  * slice (checked by its start time) when its ancestry no longer leads to
  * the slice's process. */
-int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size)
+static int map_pid_seen(struct wd_state *w, pid_t pid, char *why, size_t why_size)
 {
         int found = map_pid(w, pid, why, why_size);
         struct seen *e = seen_of(w, pid);
@@ -185,6 +185,23 @@ int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size)
         }
         e->last = w->n_samples;
         why[0] = '\0';
+        return k;
+}
+
+int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size)
+{
+        struct pcache *c = w->no_cache ? NULL : wd_pcache_get(w, pid);
+        if (c) {
+                if (c->slice >= 0) {
+                        struct seen *e = seen_of(w, pid);
+                        if (e)
+                                e->last = w->n_samples; /* still listed: kept */
+                }
+                snprintf(why, why_size, "%s", c->why);
+                return c->slice;
+        }
+        int k = map_pid_seen(w, pid, why, why_size);
+        wd_pcache_put(w, pid, k, k < 0 ? why : "");
         return k;
 }
 
@@ -278,6 +295,19 @@ static void snapshot_slices(struct daemon *d, struct wd_state *w)
                 if (ws->shim)
                         read_books(d, w, ws);
         }
+        /* What a process's mapping depends on (FNV-1a): the cache keeps
+         * mappings only while it is the same. */
+        uint64_t key = 0xcbf29ce484222325ull;
+        uint64_t parts[4];
+        for (size_t k = 0; k < w->n_slices; k++) {
+                parts[0] = d->node->generation;
+                parts[1] = (uint64_t)w->slice_pid[k];
+                parts[2] = w->dir_known[k] ? (uint64_t)w->dir_ino[k] : 0;
+                parts[3] = w->dir_known[k] ? (uint64_t)w->dir_dev[k] : 0;
+                for (size_t b = 0; b < sizeof(parts); b++)
+                        key = (key ^ ((const unsigned char *)parts)[b]) * 0x100000001b3ull;
+        }
+        wd_pcache_rekey(w, key ^ d->node->generation ^ w->n_slices);
 }
 
 static int64_t cpu_us(void)
@@ -299,7 +329,10 @@ static uint64_t wall_us(void)
 static void translate_book(struct wd_state *w, const struct gs_wd_proc *p)
 {
         const struct gs_wd_slice *s = &w->slices[p->slice];
-        uint32_t in = inner_pid((pid_t)p->pid);
+        struct pcache *c = wd_pcache_get(w, (pid_t)p->pid);
+        uint32_t in = c && c->inner ? c->inner : inner_pid((pid_t)p->pid);
+        if (c)
+                c->inner = in; /* fixed for the process's life */
         if (in == p->pid || !s->n_books)
                 return;
         struct gs_wd_book *b = &w->books[s->books - w->books];
@@ -365,6 +398,7 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
         for (size_t i = 0; i < nv; i++)
                 wd_act(w, &snap, &w->verdicts[i]);
         seen_sweep(w);
+        wd_pcache_sweep(w);
         uint64_t c = (uint64_t)(cpu_us() - c0);
         w->n_samples++;
         w->cpu_us_sum += c;
@@ -413,6 +447,7 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
         }
         w->node = d->node;
         w->evictions = d->evictions;
+        wd_pcache_init(w);
         if (a->policy == GS_OVERUSE_EVICT && !d->evictions)
                 gs_log_warn("watchdog: --overuse-policy evict: the daemon has no API-server "
                             "access (it needs --kubelet or --dra, and --kubeconfig or a service "
@@ -442,6 +477,7 @@ void watchdog_stop(struct daemon *d)
                                     w->n_samples, w->cpu_us_sum / w->n_samples,
                                     w->nvml_us_sum / w->n_samples, w->cpu_us_max);
                 gs_wd_free(w->rules);
+                wd_pcache_flush(w);
                 free(w);
                 d->wd = NULL;
         }

@@ -32,8 +32,10 @@ static int kill_one(struct wd_state *w, pid_t pid, int slice)
         if (fd < 0)
                 return -errno;
         char why[160];
-        w->gen++; /* a fresh walk */
+        w->gen++; /* a fresh walk, not the cache */
+        w->no_cache = true;
         int now = wd_map_pid(w, pid, why, sizeof(why));
+        w->no_cache = false;
         int r = 0;
         if (now != slice)
                 r = -ESTALE;

@@ -38,6 +38,18 @@ struct seen {
         uint64_t last; /* sample number it was last listed by NVML */
 };
 
+/* A GPU process's mapping, kept across samples (watchdog_cache.c). */
+#define WD_PCACHE 4096     /* slots (power of 2); half may be used */
+#define WD_PCACHE_KEEP 20  /* samples an entry outlives its last listing */
+struct pcache {
+        pid_t pid;      /* 0: empty, -1: a removed entry */
+        int fd;         /* a pidfd pinning the process */
+        int slice;      /* snapshot index (valid under the same map key), -1: none */
+        uint32_t inner; /* its pid in its own namespace; 0: not read yet */
+        uint64_t last;  /* the sample that last used it */
+        char why[160];  /* why it is in no slice */
+};
+
 /* An eviction the watchdog asked for (policy evict), until its slice goes. */
 struct wd_evicting {
         char slice[GS_SLICE_ID_MAX + 1];
@@ -60,6 +72,10 @@ struct wd_state {
         int64_t now_ms;               /* this sample's */
         struct wd_evicting evicting[EVICTIONS_MAX];
         size_t n_evicting;
+        struct pcache pcache[WD_PCACHE];
+        size_t n_pcache_live, n_pcache_used, pcache_budget;
+        uint64_t map_key;   /* what the mapping depends on, this sample */
+        bool no_cache;      /* map afresh (before a kill) */
         struct gs_wd *rules;
         struct events *ev;
         int64_t next_ms;
@@ -102,6 +118,20 @@ int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size);
 /* Events for verdict v of snapshot snap, and the policy's action once it
  * is actionable. On the event loop, the node's lock held. */
 void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct gs_wd_verdict *v);
+
+/* The mapping cache. init: empty, with a budget of pidfds (the soft
+ * RLIMIT_NOFILE raised to the hard one, at most 65536, a quarter of it).
+ * rekey: every sample with what mappings depend on (the slices, their
+ * processes and directories): a new key empties the cache. get: pid's
+ * entry when it is cached and still the same process, else NULL. put:
+ * remember pid's mapping (NULL when over budget). sweep: forget what NVML
+ * stopped listing. flush: empty it, closing every pidfd. */
+void wd_pcache_init(struct wd_state *w);
+void wd_pcache_rekey(struct wd_state *w, uint64_t key);
+struct pcache *wd_pcache_get(struct wd_state *w, pid_t pid);
+struct pcache *wd_pcache_put(struct wd_state *w, pid_t pid, int slice, const char *why);
+void wd_pcache_sweep(struct wd_state *w);
+void wd_pcache_flush(struct wd_state *w);
 
 /* Once per sample, after the slices' snapshot: an event for every
  * eviction that ended since the last sample; forget those whose slice is
