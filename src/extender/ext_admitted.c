@@ -86,7 +86,8 @@ static bool reported(const struct ext_admitted_entry *e, const struct ext_node_s
                                 return true;
                 return false;
         }
-        return st->generation > e->generation && st->time_s > e->at_s;
+        return st->generation > e->generation &&
+               (st->generation > e->at_us || st->time_s > e->at_s);
 }
 
 static void charge(const struct ext_charge *c, struct ext_node_state *st)

@@ -8,7 +8,10 @@
  * the node's reported state until
  *   - the report lists the pod's uid (reports with a "pods" list), or
  *   - without such a list, a report with a newer generation than the one
- *     the decision saw, written after the decision (its time later), or
+ *     the decision saw, of a change after the decision: gpusliced's
+ *     generation is the wall clock's microseconds at the change
+ *     (node_report.h), so a generation above the decision's time, or a
+ *     report written in a later second (time), or
  *   - the entry's TTL passes (the pod went elsewhere or never bound), or
  *   - the pod is filtered again (a pod being scheduled is not bound).
  * In memory only: a restarted extender forgets its entries, and the TTL
@@ -39,6 +42,7 @@ struct ext_admitted_entry {
         struct ext_charge charges[EXT_MAX_SLICES];
         uint64_t generation; /* of the report the decision saw */
         int64_t at_s;        /* when (unix seconds) */
+        uint64_t at_us;      /* when (unix microseconds) */
 };
 
 struct ext_admitted {

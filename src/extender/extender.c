@@ -18,6 +18,16 @@ static int64_t now_s(const struct extender *e)
         return e->cfg.now ? e->cfg.now() : (int64_t)time(NULL);
 }
 
+/* The wall clock in microseconds (the test clock's seconds when set). */
+static uint64_t now_us(const struct extender *e)
+{
+        if (e->cfg.now)
+                return (uint64_t)e->cfg.now() * 1000000u;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000;
+}
+
 int extender_init(struct extender *e, const struct ext_config *cfg)
 {
         memset(e, 0, sizeof(*e));
@@ -198,7 +208,8 @@ static void record_locked(struct extender *e, const struct ext_args *a, const st
         const struct ext_node *n = &a->nodes[b->node];
         struct ext_admitted_entry en = { .n_charges = b->n_charges,
                                          .generation = n->st.generation,
-                                         .at_s = now };
+                                         .at_s = now,
+                                         .at_us = now_us(e) };
         memcpy(en.charges, b->charges, sizeof(en.charges));
         snprintf(en.uid, sizeof(en.uid), "%s", a->pod.uid);
         snprintf(en.node, sizeof(en.node), "%s", n->name);
