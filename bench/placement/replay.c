@@ -279,6 +279,11 @@ int main(int argc, char **argv)
                 print_row(&o, (enum gs_cp_policy)p, &s[p]);
                 fflush(stdout);
         }
+        for (unsigned p = 0; p < GS_CP_N_POLICIES; p++)
+                if (o.policies[p]) {
+                        printf("  pods arrived per replay: %zu\n", s[p].arrived / s[p].n);
+                        break;
+                }
         if (o.policies[GS_CP_GPUSLICE] && o.published[GS_CP_FGD] >= 0) {
                 double mean, lo, hi;
                 stats(s[GS_CP_GPUSLICE].max, s[GS_CP_GPUSLICE].n, &mean, &lo, &hi);
