@@ -14,16 +14,19 @@ int gs_placement_policy_parse(const char *s, enum gs_placement_policy *ret, stru
                 *ret = GS_PLACE_BINPACK;
         else if (strcmp(s, "spread") == 0)
                 *ret = GS_PLACE_SPREAD;
+        else if (strcmp(s, "gpuslice") == 0)
+                *ret = GS_PLACE_GPUSLICE;
         else
                 return gs_error_set(err, -EINVAL,
-                                    "placement policy '%.40s' is unknown (accepted: binpack, spread)",
+                                    "placement policy '%.40s' is unknown (accepted: binpack, spread, "
+                                    "gpuslice)",
                                     s);
         return 0;
 }
 
 const char *gs_placement_policy_name(enum gs_placement_policy p)
 {
-        return p == GS_PLACE_SPREAD ? "spread" : "binpack";
+        return p == GS_PLACE_SPREAD ? "spread" : p == GS_PLACE_GPUSLICE ? "gpuslice" : "binpack";
 }
 
 static int gpu_position(const struct gs_inventory *inv, const char *uuid)
@@ -145,6 +148,29 @@ static int place_whole(const struct gs_inventory *inv, const struct gs_gpu_usage
         return 0;
 }
 
+/* The gpuslice policy's choice among the GPUs that fit (fits[i]): the
+ * cluster policy's GPU on this node seen as a gs_cp_node, the GPUs that do
+ * not fit shown full. -1 when it cannot say (more GPUs than it handles). */
+static int choose_gpuslice(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
+                           const struct gs_placement_request *req, const bool *fits)
+{
+        if (inv->n_gpus > GS_CP_MAX_GPUS)
+                return -1;
+        struct gs_cp_node n = { .n_gpus = inv->n_gpus,
+                                .free_cpu_milli = GS_CP_UNTRACKED,
+                                .free_host_memory = GS_CP_UNTRACKED,
+                                .total_cpu_milli = GS_CP_UNTRACKED,
+                                .total_host_memory = GS_CP_UNTRACKED };
+        for (unsigned i = 0; i < inv->n_gpus; i++)
+                n.gpus[i].free_milli = fits[i] ? usage[i].free_milli : 0;
+        struct gs_cp_pod pod = { .milli = req->milli, .n_gpus = 1 };
+        struct gs_cp_choice c;
+        if (gs_cp_score(GS_CP_GPUSLICE, req->model, &n, &pod, &c, NULL) < 0 || c.n != 1 ||
+            !fits[c.gpus[0]])
+                return -1;
+        return (int)c.gpus[0];
+}
+
 /* Is candidate a better choice than the current best under the policy? */
 static bool better(enum gs_placement_policy policy, const struct gs_gpu_usage *c,
                    const struct gs_gpu_usage *b)
@@ -222,6 +248,9 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
         int best = -1;
         uint64_t best_cap = 0, largest = 0;
         bool any_context = false; /* a GPU where the cap holds a context */
+        bool fits[GS_MAX_GPUS] = { false };
+        bool took_preferred = false;
+        enum gs_placement_policy order = policy == GS_PLACE_SPREAD ? GS_PLACE_SPREAD : GS_PLACE_BINPACK;
         for (unsigned i = 0; i < inv->n_gpus; i++) {
                 const struct gs_gpu *g = &inv->gpus[i];
                 largest = GS_MAX(largest, g->memory_total);
@@ -231,10 +260,12 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
                 if (!g->healthy || !context || usage[i].free_milli < milli ||
                     usage[i].free_memory < cap || !allowed(req, i))
                         continue;
+                fits[i] = true;
                 bool preferred = req->prefer && i == req->preferred_gpu;
+                took_preferred = took_preferred || preferred;
                 bool best_preferred = best >= 0 && req->prefer && (unsigned)best == req->preferred_gpu;
                 if (best < 0 || preferred ||
-                    (!best_preferred && better(policy, &usage[i], &usage[best]))) {
+                    (!best_preferred && better(order, &usage[i], &usage[best]))) {
                         best = (int)i;
                         best_cap = cap;
                 }
@@ -260,6 +291,14 @@ int gs_place(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
                                     "no single GPU has room for %" PRIu32
                                     "m and its default memory (%" PRIu32 "/1000 of the GPU): %s",
                                     milli, milli, desc);
+        }
+        if (policy == GS_PLACE_GPUSLICE && !took_preferred) {
+                int g = choose_gpuslice(inv, usage, req, fits);
+                if (g >= 0 && g != best) {
+                        best = g;
+                        best_cap = req->memory ? req->memory
+                                               : gs_default_memory_cap(milli, inv->gpus[g].memory_total);
+                }
         }
         *ret = (struct gs_placement){ .n_gpus = 1, .gpus = { (unsigned)best }, .memory_cap = best_cap };
         return 0;

@@ -6,13 +6,18 @@
  * many healthy GPUs that hold no slice. `binpack` (default) picks the GPU
  * with the least free share that fits (ties: least free memory, then lowest
  * index); `spread` picks the most free share (ties: most free memory, then
- * lowest index). */
+ * lowest index); `gpuslice` picks, among the GPUs that fit, the one the
+ * cluster policy of the same name would (cluster_placement.h: the least
+ * increase of the share expected to stay unallocated, against the
+ * request's workload model, or uniform shares without one), so that the
+ * node and the scheduler extender place by the same rule. */
 #ifndef GS_PLACEMENT_H
 #define GS_PLACEMENT_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cluster_placement.h"
 #include "error.h"
 #include "inventory.h"
 #include "ledger.h"
@@ -20,6 +25,7 @@
 enum gs_placement_policy {
         GS_PLACE_BINPACK = 0,
         GS_PLACE_SPREAD = 1,
+        GS_PLACE_GPUSLICE = 2,
 };
 
 /* What is left on each GPU. */
@@ -38,6 +44,9 @@ struct gs_placement_request {
         bool prefer;
         unsigned preferred_gpu;   /* inventory position */
         uint64_t allowed;         /* bit i: position i may be chosen; 0: every GPU */
+        /* gpuslice policy: the workload the choice packs for (borrowed);
+         * NULL: uniform shares. Ignored by binpack and spread. */
+        const struct gs_cp_model *model;
 };
 
 struct gs_placement {
@@ -46,7 +55,7 @@ struct gs_placement {
         uint64_t memory_cap;                /* 0 for whole GPUs */
 };
 
-/* Parse "binpack" / "spread". 0, or -EINVAL with a message. */
+/* Parse "binpack" / "spread" / "gpuslice". 0, or -EINVAL with a message. */
 int gs_placement_policy_parse(const char *s, enum gs_placement_policy *ret, struct gs_error **err);
 const char *gs_placement_policy_name(enum gs_placement_policy p);
 

@@ -43,7 +43,7 @@ static const char usage_text[] =
         "                      else $XDG_RUNTIME_DIR/gpuslice or /tmp/gpuslice-UID;\n"
         "                      with --kubelet as root: " KUBE_STATE_DIR_DURABLE ")\n"
         "  --socket PATH       local API socket (default: STATE_DEFAULT/gpusliced.sock)\n"
-        "  --policy P          placement: binpack (best fit, default) or spread\n"
+        "  --policy P          placement: binpack (best fit, default), spread or gpuslice\n"
         "  --sim               use simgpu, the simulated driver, instead of NVIDIA's\n"
         "                      (library directory: $GPUSLICE_SIM_LIBDIR or the build's)\n"
         "  --log-level L       error, warning, info (default) or debug\n"

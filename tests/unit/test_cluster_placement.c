@@ -14,6 +14,7 @@
 
 #include "alloc.h"
 #include "cluster_placement.h"
+#include "placement.h"
 
 #define GiB (1ull << 30)
 
@@ -326,6 +327,46 @@ static void model_typical_pods_and_oom(void **state)
         assert_int_equal(gs_cp_model_count(NULL), 0);
 }
 
+/* The node's gs_place with policy gpuslice takes the cluster policy's GPU;
+ * binpack is unchanged. */
+static void node_place_gpuslice(void **state)
+{
+        (void)state;
+        struct gs_inventory inv;
+        memset(&inv, 0, sizeof(inv));
+        inv.n_gpus = 2;
+        for (unsigned i = 0; i < 2; i++) {
+                inv.gpus[i].index = i;
+                snprintf(inv.gpus[i].uuid, sizeof(inv.gpus[i].uuid), "GPU-%u", i);
+                inv.gpus[i].memory_total = 10 * GiB;
+                inv.gpus[i].healthy = true;
+        }
+        struct gs_gpu_usage usage[2] = { { .free_milli = 1000, .free_memory = 10 * GiB },
+                                         { .free_milli = 600, .free_memory = 6 * GiB, .n_slices = 1 } };
+        struct gs_cp_model *m = model_of((uint32_t[]){ 600, 400, 0 }, 50, 0);
+        struct gs_placement_request req = { .milli = 400, .memory = GiB, .model = m };
+        struct gs_placement p;
+        assert_int_equal(gs_place(&inv, usage, GS_PLACE_BINPACK, &req, &p, NULL), 0);
+        assert_int_equal(p.gpus[0], 1);
+        assert_int_equal(gs_place(&inv, usage, GS_PLACE_GPUSLICE, &req, &p, NULL), 0);
+        assert_int_equal(p.gpus[0], 0);
+        assert_int_equal(p.memory_cap, GiB);
+        /* A preferred GPU that fits still wins. */
+        req.prefer = true;
+        req.preferred_gpu = 1;
+        assert_int_equal(gs_place(&inv, usage, GS_PLACE_GPUSLICE, &req, &p, NULL), 0);
+        assert_int_equal(p.gpus[0], 1);
+        /* Only GPUs that fit are chosen (GPU 0 excluded by the hint mask). */
+        req = (struct gs_placement_request){ .milli = 400, .memory = GiB, .model = m, .allowed = 2 };
+        assert_int_equal(gs_place(&inv, usage, GS_PLACE_GPUSLICE, &req, &p, NULL), 0);
+        assert_int_equal(p.gpus[0], 1);
+        enum gs_placement_policy pol;
+        assert_int_equal(gs_placement_policy_parse("gpuslice", &pol, NULL), 0);
+        assert_int_equal(pol, GS_PLACE_GPUSLICE);
+        assert_string_equal(gs_placement_policy_name(pol), "gpuslice");
+        gs_cp_model_free(m);
+}
+
 int main(void)
 {
         const struct CMUnitTest tests[] = {
@@ -340,6 +381,7 @@ int main(void)
                 cmocka_unit_test(gpuslice_counts_stranded_cpu),
                 cmocka_unit_test(commit_charges),
                 cmocka_unit_test(model_typical_pods_and_oom),
+                cmocka_unit_test(node_place_gpuslice),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
 }
