@@ -14,6 +14,7 @@ struct entry {
         struct evict_request req;
         enum evict_state state;
         bool taken; /* the worker holds it */
+        int err;    /* a failure's negative errno */
         char msg[EVICT_MSG_MAX];
 };
 
@@ -75,13 +76,15 @@ int evictions_submit(struct evictions *e, const struct evict_request *r)
         return ret;
 }
 
-enum evict_state evictions_state(struct evictions *e, const char *slice, char *msg)
+enum evict_state evictions_state(struct evictions *e, const char *slice, char *msg, int *ret_err)
 {
         pthread_mutex_lock(&e->lock);
         const struct entry *x = find(e, slice);
         enum evict_state s = x ? x->state : EVICT_NONE;
         if (msg)
                 snprintf(msg, EVICT_MSG_MAX, "%s", x ? x->msg : "");
+        if (ret_err)
+                *ret_err = x ? x->err : 0;
         pthread_mutex_unlock(&e->lock);
         return s;
 }
@@ -117,12 +120,13 @@ int evictions_take(struct evictions *e, struct evict_request *ret)
         return found;
 }
 
-void evictions_finish(struct evictions *e, const char *slice, bool ok, const char *msg)
+void evictions_finish(struct evictions *e, const char *slice, int result, const char *msg)
 {
         pthread_mutex_lock(&e->lock);
         struct entry *x = find(e, slice);
         if (x && x->taken && x->state == EVICT_PENDING) {
-                x->state = ok ? EVICT_DONE : EVICT_FAILED;
+                x->state = result == 0 ? EVICT_DONE : EVICT_FAILED;
+                x->err = result;
                 snprintf(x->msg, sizeof(x->msg), "%s", msg);
         }
         pthread_mutex_unlock(&e->lock);

@@ -46,8 +46,9 @@ struct evictions *evictions_free(struct evictions *e);
  * one in hand already (any state but NONE); -ENOSPC when EVICTIONS_MAX are. */
 int evictions_submit(struct evictions *e, const struct evict_request *r);
 /* Watchdog: the state of slice's eviction; with msg (EVICT_MSG_MAX bytes,
- * may be NULL) what the worker said: the pods evicted, or the failure. */
-enum evict_state evictions_state(struct evictions *e, const char *slice, char *msg);
+ * may be NULL) what the worker said: the pods evicted, or the failure, and
+ * with ret_err (may be NULL) a failure's negative errno. */
+enum evict_state evictions_state(struct evictions *e, const char *slice, char *msg, int *ret_err);
 /* Watchdog: forget slice's eviction (the slice is gone, or it is to be
  * asked again). A request the worker holds still finishes; its result is
  * then dropped. */
@@ -57,7 +58,9 @@ void evictions_forget(struct evictions *e, const char *slice);
  * worker's stop fd), and the next request: 1 and *ret, or 0 when none. */
 int evictions_fd(const struct evictions *e);
 int evictions_take(struct evictions *e, struct evict_request *ret);
-/* Worker: how slice's request ended (ok: accepted), msg one line. */
-void evictions_finish(struct evictions *e, const char *slice, bool ok, const char *msg);
+/* Worker: how slice's request ended: 0 accepted, else a negative errno
+ * (-EBUSY: a disruption budget refused it; -ETIMEDOUT, -EIO,
+ * -ECONNREFUSED: the API server did not answer in time), msg one line. */
+void evictions_finish(struct evictions *e, const char *slice, int result, const char *msg);
 
 #endif /* GS_DAEMON_EVICTIONS_H */

@@ -109,27 +109,28 @@ void wd_evictions_poll(struct wd_state *w)
                 }
                 i++;
                 char said[EVICT_MSG_MAX];
-                enum evict_state st = evictions_state(w->evictions, x->slice, said);
-                if (x->reported || (st != EVICT_DONE && st != EVICT_FAILED))
-                        continue;
+                enum evict_state st = evictions_state(w->evictions, x->slice, said, NULL);
+                if (x->reported || st != EVICT_DONE)
+                        continue; /* a failure is the verdict's to handle (evict_slice) */
                 char msg[EVENTS_LINE_MAX];
                 struct event_fields f = { .reason = gs_wd_reason_name(x->reason),
+                                          .action = "evicted",
                                           .slice = x->slice,
                                           .gpu = x->gpu,
                                           .msg = msg };
-                if (st == EVICT_DONE) {
-                        f.action = "evicted";
-                        x->done_ms = w->now_ms ? w->now_ms : 1;
-                        snprintf(msg, sizeof(msg), "slice %s: %s (the kubelet now stops it)",
-                                 x->slice, said);
-                } else {
-                        f.action = "evict_failed";
-                        snprintf(msg, sizeof(msg), "slice %s: %s; its processes are killed "
-                                 "instead while the over-use holds", x->slice, said);
-                }
+                x->done_ms = w->now_ms ? w->now_ms : 1;
+                snprintf(msg, sizeof(msg), "slice %s: %s (the kubelet now stops it)", x->slice,
+                         said);
                 x->reported = true;
                 events_add(w->ev, &f);
         }
+}
+
+/* A failure worth asking again: a disruption budget that allows no
+ * eviction now (429), an API server that did not answer in time. */
+static bool transient(int err)
+{
+        return err == -EBUSY || err == -ETIMEDOUT || err == -EIO || err == -ECONNREFUSED;
 }
 
 /* Whom to evict for pod slice `id`: 0 and *r, or -ENOENT when neither its
@@ -168,22 +169,49 @@ static bool evict_slice(struct wd_state *w, const struct gs_wd_verdict *v, char 
                 return false;
         }
         struct wd_evicting *x = evicting_of(w, v->slice);
+        struct evict_request r;
         if (x) {
                 char said[EVICT_MSG_MAX];
-                enum evict_state st = evictions_state(w->evictions, v->slice, said);
+                int err = 0;
+                enum evict_state st = evictions_state(w->evictions, v->slice, said, &err);
                 if (st == EVICT_PENDING)
                         return true;
                 if (st == EVICT_DONE && w->now_ms - x->done_ms < WD_EVICT_WAIT_MS)
                         return true;
-                if (st == EVICT_DONE)
+                if (st == EVICT_FAILED && transient(err) &&
+                    w->now_ms - x->asked_ms < WD_EVICT_RETRY_MS) {
+                        if (w->now_ms - x->last_ask_ms < WD_EVICT_REASK_MS)
+                                return true;
+                        if (evict_request_of(w, v->slice, &r) == 0) {
+                                evictions_forget(w->evictions, v->slice);
+                                if (evictions_submit(w->evictions, &r) == 0) {
+                                        x->last_ask_ms = w->now_ms;
+                                        return true; /* asked again, as kubectl drain does */
+                                }
+                        }
+                }
+                if (st == EVICT_DONE) {
                         snprintf(fallback, size, "evicted %" PRId64 " s ago and still over "
                                  "its limits", (w->now_ms - x->done_ms) / 1000);
-                else
+                } else {
                         snprintf(fallback, size, "the eviction failed: %s", said);
+                        char msg[EVENTS_LINE_MAX];
+                        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
+                                                  .action = "evict_failed",
+                                                  .slice = v->slice,
+                                                  .gpu = v->gpu,
+                                                  .msg = msg };
+                        char tried[48] = "";
+                        if (transient(err))
+                                snprintf(tried, sizeof(tried), " (asked for %d s)",
+                                         WD_EVICT_RETRY_MS / 1000);
+                        snprintf(msg, sizeof(msg), "slice %s: %.400s%s; its processes are "
+                                 "killed instead", v->slice, said, tried);
+                        events_add(w->ev, &f);
+                }
                 evicting_drop(w, x); /* asked again if it over-uses after the kill */
                 return false;
         }
-        struct evict_request r;
         if (evict_request_of(w, v->slice, &r) < 0) {
                 snprintf(fallback, size, "evict falls back to kill: no pod is known for slice "
                          "%s yet", v->slice);
@@ -195,7 +223,9 @@ static bool evict_slice(struct wd_state *w, const struct gs_wd_verdict *v, char 
                 return false;
         }
         x = &w->evicting[w->n_evicting++];
-        *x = (struct wd_evicting){ .reason = v->reason, .asked_ms = w->now_ms };
+        *x = (struct wd_evicting){ .reason = v->reason,
+                                   .asked_ms = w->now_ms,
+                                   .last_ask_ms = w->now_ms };
         snprintf(x->slice, sizeof(x->slice), "%s", v->slice);
         snprintf(x->gpu, sizeof(x->gpu), "%s", v->gpu);
         char msg[EVENTS_LINE_MAX];

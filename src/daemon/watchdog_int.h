@@ -55,7 +55,8 @@ struct wd_evicting {
         char slice[GS_SLICE_ID_MAX + 1];
         enum gs_wd_reason reason;
         char gpu[GS_GPU_UUID_MAX];
-        int64_t asked_ms;
+        int64_t asked_ms;    /* first asked */
+        int64_t last_ask_ms; /* last asked (a refused eviction is asked again) */
         int64_t done_ms; /* when it was seen accepted; 0: not yet */
         bool reported;   /* its outcome is an event */
 };
@@ -64,6 +65,11 @@ struct wd_evicting {
  * eviction was accepted (the pod's default termination grace period, 30 s,
  * and 10 s for the kubelet) are killed. */
 #define WD_EVICT_WAIT_MS 40000
+/* A refused eviction (a disruption budget's 429, an API server that did
+ * not answer) is asked again on every sample for this long, then the
+ * processes are killed. */
+#define WD_EVICT_RETRY_MS 30000
+#define WD_EVICT_REASK_MS 5000 /* between two asks */
 
 struct wd_state {
         struct wd_args a;

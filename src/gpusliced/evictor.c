@@ -43,8 +43,9 @@ void evictor_done(struct daemon *d)
         evictor_api = apiserver_free(evictor_api);
 }
 
-/* Evict the pods of request q; msg (size bytes) says what happened. */
-static bool evict(const struct evict_request *q, char *msg, size_t size)
+/* Evict the pods of request q: 0, or the first failure's negative errno;
+ * msg (size bytes) says what happened. */
+static int evict(const struct evict_request *q, char *msg, size_t size)
 {
         struct kube_pod_ref pods[EVICT_MAX_PODS];
         int n = 0;
@@ -64,14 +65,13 @@ static bool evict(const struct evict_request *q, char *msg, size_t size)
                 if (n <= 0) {
                         snprintf(msg, size, "%s", gs_error_msg(err));
                         gs_error_free(err);
-                        return false;
+                        return n < 0 ? n : -ENOENT;
                 }
                 if (n > EVICT_MAX_PODS)
                         n = EVICT_MAX_PODS;
         }
         size_t used = 0;
-        int evicted = 0;
-        bool ok = true;
+        int evicted = 0, failure = 0;
         for (int i = 0; i < n; i++) {
                 int r = kube_evict_pod(evictor_api, &pods[i], &err);
                 if (r == 0 || r == -ENOENT) { /* gone already: nothing left to stop */
@@ -81,14 +81,15 @@ static bool evict(const struct evict_request *q, char *msg, size_t size)
                                                  pods[i].name,
                                                  r == 0 ? "evicted" : "already gone");
                 } else {
-                        ok = false;
+                        if (!failure)
+                                failure = r;
                         used += (size_t)snprintf(msg + used, used < size ? size - used : 0,
                                                  "%s%s", used ? "; " : "", gs_error_msg(err));
                 }
                 gs_error_free(err);
                 err = NULL;
         }
-        return ok && evicted > 0;
+        return failure ? failure : evicted > 0 ? 0 : -ENOENT;
 }
 
 int evictor_run(struct daemon *d, int stop_fd, struct gs_error **err)
@@ -106,12 +107,12 @@ int evictor_run(struct daemon *d, int stop_fd, struct gs_error **err)
                 struct evict_request q;
                 while (evictions_take(d->evictions, &q) == 1) {
                         char msg[EVICT_MSG_MAX];
-                        bool ok = evict(&q, msg, sizeof(msg));
-                        if (ok)
+                        int r = evict(&q, msg, sizeof(msg));
+                        if (r == 0)
                                 gs_log_info("slice %s: %s", q.slice, msg);
                         else
                                 gs_log_warn("slice %s: %s", q.slice, msg);
-                        evictions_finish(d->evictions, q.slice, ok, msg);
+                        evictions_finish(d->evictions, q.slice, r, msg);
                 }
         }
 }
