@@ -40,12 +40,26 @@ static int report_text(struct daemon *d, uint64_t *seen, uint64_t *gen, bool for
 {
         static struct gs_inventory inv; /* large: not on the stack; one reporter */
         static struct gs_gpu_usage usage[GS_MAX_GPUS];
+        static char uids[GS_LEDGER_MAX_SLICES][64];
+        static const char *pods[GS_LEDGER_MAX_SLICES];
+        size_t n_pods = 0;
         node_lock(d->node);
-        uint64_t g = d->node->generation;
+        uint64_t g = d->node->generation + (d->node->pods_generation << 32);
         bool moved = g != *seen || !*gen;
         if (moved || force) {
                 inv = d->node->inv;
                 node_usage_locked(d->node, usage);
+                for (size_t i = 0; i < d->node->n_pods && n_pods < GS_LEDGER_MAX_SLICES; i++) {
+                        const char *uid = d->node->pods[i].pod.uid;
+                        bool dup = false;
+                        for (size_t k = 0; k < n_pods && !dup; k++)
+                                dup = strcmp(pods[k], uid) == 0;
+                        if (!*uid || dup)
+                                continue; /* a pod of several slices is listed once */
+                        snprintf(uids[n_pods], sizeof(uids[0]), "%s", uid);
+                        pods[n_pods] = uids[n_pods];
+                        n_pods++;
+                }
         }
         node_unlock(d->node);
         if (!moved && !force)
@@ -55,7 +69,7 @@ static int report_text(struct daemon *d, uint64_t *seen, uint64_t *gen, bool for
                 *gen = us > *gen ? us : *gen + 1;
                 *seen = g;
         }
-        int r = kube_node_report_text(&inv, usage, *gen, now_s(), ret, err);
+        int r = kube_node_report_text(&inv, usage, pods, n_pods, *gen, now_s(), ret, err);
         return r < 0 ? r : 1;
 }
 

@@ -454,10 +454,19 @@ static struct holders *holders_free(struct holders *h)
         return NULL;
 }
 
-/* Remember the pod of "ns/pod/container" with slice id. */
-static void record_pod_locked(struct dp *d, const char *id, const char *holder)
+/* Remember the pod of "ns/pod/container" with slice id, and its uid from
+ * the kubelet's checkpoint (the entry whose cached answer names the slice;
+ * PodResources has no uid) when cp has one. */
+static void record_pod_locked(struct dp *d, const char *id, const char *holder,
+                              const struct kube_checkpoint *cp)
 {
         struct node_pod p = { 0 };
+        for (size_t i = 0; cp && i < cp->n_entries; i++)
+                if (strcmp(cp->entries[i].slice, id) == 0 &&
+                    strlen(cp->entries[i].pod_uid) < sizeof(p.uid)) {
+                        memcpy(p.uid, cp->entries[i].pod_uid, strlen(cp->entries[i].pod_uid));
+                        break;
+                }
         size_t ns = strcspn(holder, "/");
         const char *pod = holder + ns + (holder[ns] == '/');
         size_t name = strcspn(pod, "/");
@@ -505,7 +514,7 @@ int dp_reconcile(struct dp *d, const struct dp_pod_devices *pods, size_t n_pods,
                                         snprintf(x->holder, sizeof(x->holder), "%s", holder);
                         }
                         if (!cp_only)
-                                record_pod_locked(d, s->id, holder);
+                                record_pod_locked(d, s->id, holder, have_cp ? &cp : NULL);
                         /* Held by the checkpoint alone: an init container's
                          * slice, or a pod the kubelet forgot but has not
                          * written out yet (it writes on every allocation and

@@ -19,13 +19,19 @@ static void rfc3339(int64_t unix_s, char *buf, size_t size)
 }
 
 int kube_node_report_text(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                          uint64_t gen, int64_t unix_s, char **ret, struct gs_error **err)
+                          const char *const *pods, size_t n_pods, uint64_t gen, int64_t unix_s,
+                          char **ret, struct gs_error **err)
 {
         char when[32];
         rfc3339(unix_s, when, sizeof(when));
-        json_t *gpus = json_array();
-        json_t *o = json_pack("{s:I, s:s, s:o}", "generation", (json_int_t)gen, "time", when,
-                              "gpus", gpus);
+        json_t *gpus = json_array(), *uids = json_array();
+        json_t *o = json_pack("{s:I, s:s, s:o, s:o}", "generation", (json_int_t)gen, "time", when,
+                              "gpus", gpus, "pods", uids);
+        for (size_t i = 0; o && uids && i < n_pods; i++)
+                if (json_array_append_new(uids, json_string(pods[i])) < 0) {
+                        json_decref(o);
+                        o = NULL;
+                }
         for (unsigned i = 0; o && gpus && i < inv->n_gpus; i++) {
                 const struct gs_gpu *g = &inv->gpus[i];
                 json_t *e = json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I}", "index",

@@ -8,12 +8,17 @@
  *   {"generation": 1764571234567890, "time": "2026-12-01T14:07:00Z",
  *    "gpus": [{"index": 0, "uuid": "GPU-…", "model": "NVIDIA H200",
  *              "healthy": true, "milli_free": 600,
- *              "memory_free": 103079215104, "memory_total": 150323855360}]}
+ *              "memory_free": 103079215104, "memory_total": 150323855360}],
+ *    "pods": ["<pod uid>", ...]}
  *
  * `generation` moves whenever the content does (microseconds of the wall
  * clock at the change, so it also moves across daemon restarts); `time` is
  * when the report was written (heartbeats rewrite it with the same
- * generation), so the extender can tell stale state. */
+ * generation), so the extender can tell stale state; `pods` are the uids
+ * of the pods known to hold a slice here (from the kubelet's checkpoint or
+ * a DRA claim's reservedFor; a pod admitted moments ago may not be listed
+ * yet), so the extender can tell which of the pods it sent here the
+ * report already counts. */
 #ifndef GS_NODE_REPORT_H
 #define GS_NODE_REPORT_H
 
@@ -26,10 +31,12 @@
 
 #define KUBE_NODE_REPORT_ANNOTATION "gpuslice.io/gpus"
 
-/* The annotation's value for inv and usage (usage[i] is GPU i's), at
- * generation gen, written at unix_s. 0 and *ret (free()), or -ENOMEM. */
+/* The annotation's value for inv and usage (usage[i] is GPU i's) and the
+ * pod uids pods[0..n_pods), at generation gen, written at unix_s. 0 and
+ * *ret (free()), or -ENOMEM. */
 int kube_node_report_text(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                          uint64_t gen, int64_t unix_s, char **ret, struct gs_error **err);
+                          const char *const *pods, size_t n_pods, uint64_t gen, int64_t unix_s,
+                          char **ret, struct gs_error **err);
 
 /* Write text as the annotation of Node `node` (a JSON merge patch of
  * metadata.annotations only). 0, or a negative errno with *err as

@@ -89,6 +89,7 @@ struct node {
         /* Pods of pod slices (node_pods.c), in memory only. */
         struct node_pod_entry *pods;
         size_t n_pods, cap_pods;
+        uint64_t pods_generation; /* moves whenever a pod is learnt or forgotten */
 };
 
 /* What a front-end asks for. */

@@ -44,8 +44,11 @@ int node_set_pod_locked(struct node *n, const char *id, const struct node_pod *p
                 }
                 e = &n->pods[n->n_pods++];
                 snprintf(e->slice, sizeof(e->slice), "%s", id);
+        } else if (memcmp(&e->pod, p, sizeof(*p)) == 0) {
+                return 0;
         }
         e->pod = *p;
+        n->pods_generation++;
         return 0;
 }
 
@@ -61,6 +64,8 @@ int node_pod_locked(const struct node *n, const char *id, struct node_pod *ret)
 void node_forget_pod_locked(struct node *n, const char *id)
 {
         struct node_pod_entry *e = entry_of(n, id);
-        if (e)
+        if (e) {
                 *e = n->pods[--n->n_pods];
+                n->pods_generation++;
+        }
 }

@@ -36,8 +36,10 @@ static void test_report_round_trip(void **state)
         };
         char *text = NULL;
         struct gs_error *err = NULL;
-        assert_int_equal(kube_node_report_text(&inv, usage, 1764571234567890ull, 1796140800, &text,
-                                               &err),
+        const char *pods[] = { "0f3c2a4e-6b1d-4c8e-9a7f-2d5b8e1c4a90",
+                               "7a1e9c3b-2f4d-4e6a-8b0c-5d9f1e3a7b24" };
+        assert_int_equal(kube_node_report_text(&inv, usage, pods, 2, 1764571234567890ull,
+                                               1796140800, &text, &err),
                          0);
         struct ext_node_state st;
         assert_int_equal(ext_node_state_parse(text, strlen(text), &st, &err), 0);
@@ -45,7 +47,10 @@ static void test_report_round_trip(void **state)
         assert_int_equal(st.generation, 1764571234567890ull);
         assert_int_equal(st.time_s, 1796140800);
         assert_int_equal(st.n_gpus, 3);
-        assert_false(st.has_pods);
+        assert_true(st.has_pods);
+        assert_int_equal(st.n_pods, 2);
+        assert_string_equal(st.pods[0], pods[0]);
+        assert_string_equal(st.pods[1], pods[1]);
         for (unsigned i = 0; i < 3; i++) {
                 assert_int_equal(st.gpus[i].index, i);
                 assert_string_equal(st.gpus[i].uuid, inv.gpus[i].uuid);

@@ -323,6 +323,11 @@ def t_report(node, dm):
         dm.admit(Pod("pod-r", app=[("serve", 300)]))
         wait_for(lambda: sorted(g["milli_free"] for g in report()["gpus"]) == [700, 1000], 15,
                  "the pod's 300 units in the report")
+        # The pod is listed by uid (the kubelet's checkpoint names it) once
+        # PodResources has shown its container.
+        wait_for(lambda: report().get("pods") == ["pod-r"], 15,
+                 "the pod's uid in the report (%s)" % report())
+        check(r0.get("pods") == [], "no pod at first: %s" % r0.get("pods"))
         r1 = report()
         check(r1["generation"] > r0["generation"], "the generation moved: %s" % r1)
         # The API server fails for a while: the report is written once it works.
