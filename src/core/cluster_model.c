@@ -222,37 +222,29 @@ void gs_cp_model_keep_popular(struct gs_cp_model *m, double share)
         leftover_refresh(m);
 }
 
-/* Recompute leftover[] (see struct gs_cp_model): leftover[f] = f when no
- * GPU-using shape fits in f, else the mean of leftover[f - share] over the
- * shapes that fit, weighted by how often each arrives at one GPU (count, x k
- * for whole GPUs). O(1001 x groups); done for each of the first 256 pods
- * and then every 64th, since the distribution moves slowly once known. */
+/* Recompute leftover[] (see struct gs_cp_model) and the demand ratios.
+ * Each pod that arrives at a GPU with f free is of share s with the odds p_s
+ * of the GPU pods seen (count, x k for whole GPUs, which take k GPUs); it
+ * fills the GPU when s <= f, and the run goes on with chance gamma:
+ *   leftover[f] = (1 - gamma) f + gamma (sum_{s <= f} p_s leftover[f - s]
+ *                                        + (1 - p_fit(f)) leftover[f]).
+ * So a share that no pod fits keeps all of f, and one that only rare pods
+ * fit keeps most of it. O(1001 x distinct shares); done for each of the
+ * first 256 pods and then every 64th, as the distribution moves slowly once
+ * known. */
 static void leftover_refresh(struct gs_cp_model *m)
 {
         if (m->count > 256 && m->count % 64 != 0 && m->leftover_count != 0)
                 return;
-        double w[64], cpu = 0, mem = 0, gpu = 0;
-        uint32_t share[64];
-        size_t n = 0;
+        double by_share[GS_CP_MILLI_PER_GPU + 1] = { 0 };
+        double cpu = 0, mem = 0, gpu = 0;
         for (size_t gi = 0; gi < m->n_groups; gi++) {
                 const struct cp_group *g = &m->groups[gi];
-                if (g->k == 0)
+                if (g->k == 0 || g->milli > GS_CP_MILLI_PER_GPU)
                         continue;
-                uint64_t c = 0;
-                for (size_t si = 0; si < g->n_shapes; si++)
-                        c += g->shapes[si].count;
-                size_t k = 0;
-                while (k < n && share[k] != g->milli)
-                        k++;
-                if (k == n) {
-                        if (n == GS_ARRAY_SIZE(w))
-                                continue;
-                        share[n] = g->milli;
-                        w[n++] = 0;
-                }
-                w[k] += (double)c * (double)g->k;
                 for (size_t si = 0; si < g->n_shapes; si++) {
                         double n_pods = (double)g->shapes[si].count;
+                        by_share[g->milli] += n_pods * (double)g->k;
                         cpu += n_pods * (double)g->shapes[si].cpu;
                         mem += n_pods * (double)g->shapes[si].mem;
                         gpu += n_pods * (double)g->k * (double)g->milli;
@@ -261,19 +253,29 @@ static void leftover_refresh(struct gs_cp_model *m)
         m->gpu_demand = gpu;
         m->cpu_per_milli = gpu > 0 ? cpu / gpu : 0;
         m->mem_per_milli = gpu > 0 ? mem / gpu : 0;
-        double wt = 0;
-        for (size_t k = 0; k < n; k++)
-                wt += w[k];
+        /* The shares that occur, compacted, and their total weight. */
+        uint32_t share[GS_CP_MILLI_PER_GPU + 1];
+        double w[GS_CP_MILLI_PER_GPU + 1], wt = 0;
+        size_t n = 0;
+        for (uint32_t f = 1; f <= GS_CP_MILLI_PER_GPU; f++)
+                if (by_share[f] > 0) {
+                        share[n] = f;
+                        w[n++] = by_share[f];
+                        wt += by_share[f];
+                }
+        const double gamma = CP_LEFTOVER_GAMMA;
         for (uint32_t f = 0; f <= GS_CP_MILLI_PER_GPU; f++) {
+                /* leftover[f] = (1 - gamma) f + gamma (sum over fitting
+                 * shares of p leftover[f - s] + (1 - p_fit) leftover[f]),
+                 * solved for leftover[f]. */
                 double acc = 0, ws = 0;
-                for (size_t k = 0; k < n; k++)
-                        if (share[k] <= f && w[k] > 0) {
-                                acc += w[k] * m->leftover[f - share[k]];
-                                ws += w[k];
-                        }
-                double pfit = wt > 0 ? ws / wt : 0;
-                m->leftover[f] = ((1 - CP_LEFTOVER_GAMMA) * (double)f + CP_LEFTOVER_GAMMA * (wt > 0 ? acc / wt : 0)) /
-                                 (1 - CP_LEFTOVER_GAMMA * (1 - pfit));
+                for (size_t k = 0; k < n && share[k] <= f; k++) {
+                        acc += w[k] * m->leftover[f - share[k]];
+                        ws += w[k];
+                }
+                double p_fit = wt > 0 ? ws / wt : 0;
+                double fill = wt > 0 ? acc / wt : 0;
+                m->leftover[f] = ((1 - gamma) * (double)f + gamma * fill) / (1 - gamma * (1 - p_fit));
         }
         m->leftover_count = m->count;
 }
