@@ -243,9 +243,15 @@ def check_scheduler_config(path):
 def check_extender_overlay(objs, base):
     """The base with components/extender: its Deployment and Service added in
     kube-system, one replica, no token, the verbs' port behind the Service's
-    NodePort that scheduler-config.yaml names."""
-    assert kinds(objs) == sorted(kinds(base) + ["Deployment", "Service"]), kinds(objs)
-    by = {o["kind"]: o for o in objs}
+    NodePort that scheduler-config.yaml names; and the nodes' report
+    (components/node-report, which it includes)."""
+    report = ["ClusterRole", "ClusterRoleBinding", "ValidatingAdmissionPolicy",
+              "ValidatingAdmissionPolicyBinding"]
+    extra = [k for k in report if not any(o["kind"] == k and o["metadata"]["name"] ==
+                                          "gpusliced-node-report" for o in base)]
+    assert kinds(objs) == sorted(kinds(base) + ["Deployment", "Service"] + extra), kinds(objs)
+    check_node_report_overlay(objs)
+    by = {o["kind"]: o for o in objs if o["kind"] in ("Deployment", "Service")}
     dep, svc = by["Deployment"], by["Service"]
     for o in (dep, svc):
         assert o["metadata"]["namespace"] == "kube-system", o["metadata"]
