@@ -1,6 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 # Thin front door over CMake: `make demo`, `make test`, `make bench`,
-# `make image` (the OCI image, $(BUILD)/gpuslice-image.tar, with buildah; no pull).
+# `make image` (the OCI image, $(BUILD)/gpuslice-image.tar, with buildah; no pull),
+# `make ptx` (regenerates sim/kernels/gs_kernels.ptx with nvcc; the build itself
+# needs no nvcc), `make deps` (scripts/install-deps only).
 # SANITIZE=1 builds and tests under AddressSanitizer + UndefinedBehaviorSanitizer.
 # WERROR=1 turns warnings into errors (CI sets it).
 
@@ -13,7 +15,7 @@ CTEST_ARGS ?=
 CMAKE_FLAGS = -DGS_WERROR=$(if $(filter 1,$(WERROR)),ON,OFF) \
               -DGS_SANITIZE=$(if $(filter 1,$(SANITIZE)),ON,OFF)
 
-.PHONY: all deps build test demo bench clean fuzz image
+.PHONY: all deps build test demo bench clean fuzz image ptx
 
 all: build
 
@@ -40,6 +42,12 @@ bench: build
 # (docs/kubernetes.md, Building the image). Needs root (buildah's storage).
 image: build
 	@scripts/build-image $(BUILD)
+
+# The project kernels' PTX in the repository, regenerated with nvcc (the toolkit);
+# the ctest ptx_drift says when it is due.
+ptx: deps $(BUILD)/CMakeCache.txt
+	cmake -S . -B $(BUILD) $(CMAKE_FLAGS) >/dev/null
+	cmake --build $(BUILD) --target ptx
 
 # libFuzzer builds of every parser (clang).
 fuzz: deps
