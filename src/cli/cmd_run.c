@@ -19,6 +19,7 @@
 #include "compute_policy.h"
 #include "overuse_policy.h"
 #include "quantity.h"
+#include "shepherd.h"
 #include "slice_env.h"
 
 #define ENV_MAX 16384
@@ -183,19 +184,22 @@ int cmd_run(int argc, char **argv)
                 perror("gpuslice run: pipe");
                 return CLI_EXIT_FAILURE;
         }
-        pid_t pid = fork();
-        if (pid < 0) {
-                perror("gpuslice run: fork");
+        /* The command runs below a shepherd (shepherd.h): whatever it starts
+         * dies with it, and it dies with us, even by kill -9. */
+        pid_t cmd_pid = -1;
+        pid_t shep = shepherd_fork(false, &cmd_pid);
+        if (shep < 0) {
+                fprintf(stderr, "gpuslice run: cannot start the command: %s\n", strerror(-shep));
                 return CLI_EXIT_FAILURE;
         }
-        if (pid == 0) {
+        if (shep == 0) {
                 close(p[1]);
                 close(fd);
                 sigprocmask(SIG_SETMASK, &old, NULL);
                 child_main(p[0], cmd);
         }
         close(p[0]);
-        child_pid = pid;
+        child_pid = cmd_pid;
         struct sigaction sa = { .sa_sigaction = forward, .sa_flags = SA_SIGINFO | SA_RESTART };
         sigemptyset(&sa.sa_mask);
         for (size_t i = 0; i < GS_ARRAY_SIZE(forwarded); i++)
@@ -204,7 +208,7 @@ int cmd_run(int argc, char **argv)
         struct cli_slice s;
         static char env_data[ENV_MAX];
         struct slice_env env = { .buf = env_data, .size = sizeof(env_data) };
-        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, pid, &s,
+        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, cmd_pid, &s,
                              &err);
         if (r == 0 && (r = slice_env_build(&s, o.sim, &env, &err)) < 0) {
                 struct gs_error *e2 = NULL;
@@ -216,8 +220,8 @@ int cmd_run(int argc, char **argv)
                 fprintf(stderr, "gpuslice run: %s\n", gs_error_msg(err));
                 gs_error_free(err);
                 close(p[1]);                  /* the child exits without running CMD */
-                kill(pid, SIGKILL);
-                wait_child(pid);
+                kill(cmd_pid, SIGKILL);
+                wait_child(shep);
                 return CLI_EXIT_FAILURE;
         }
         size_t off = 0;
@@ -231,5 +235,5 @@ int cmd_run(int argc, char **argv)
         }
         close(p[1]);
         sigprocmask(SIG_SETMASK, &old, NULL);
-        return wait_child(pid);
+        return wait_child(shep); /* the shepherd leaves as the command did */
 }

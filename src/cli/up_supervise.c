@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "macro.h"
+#include "shepherd.h"
 
 #define LINE_MAX_BYTES 4096
 #define BLOB_MAX_VARS 256
@@ -33,7 +34,8 @@ struct linebuf {
 struct proc {
         const struct up_api *api;
         size_t index;
-        pid_t pid;              /* 0 when not running */
+        pid_t pid;              /* its shepherd (our child); 0 when not running */
+        pid_t cmd;              /* the API's own process, below the shepherd */
         bool stop_sent;
         uint64_t started_ms;
         uint64_t next_start_ms; /* 0: no start pending */
@@ -221,7 +223,6 @@ static void child_run(struct sup *s, const struct proc *p, const int go[2], cons
 
         close(go[1]); /* or the read below never sees the parent's EOF */
 
-        setpgid(0, 0);
         signal(SIGPIPE, SIG_DFL);
         sigprocmask(SIG_SETMASK, &s->old_mask, NULL);
         if (dup2(s->devnull, 0) < 0 || dup2(out[1], 1) < 0 || dup2(err[1], 2) < 0)
@@ -263,22 +264,26 @@ static void proc_start(struct sup *s, struct proc *p)
 {
         int out[2] = { -1, -1 }, err[2] = { -1, -1 }, go[2] = { -1, -1 };
         char **envp = env_build(p->api);
-        pid_t pid;
+        pid_t pid, cmd = 0;
         int len;
 
         p->next_start_ms = 0;
         if (!envp || pipe_pair(out) < 0 || pipe_pair(err) < 0 || pipe_pair(go) < 0)
                 goto fail;
         fflush(NULL);
-        pid = fork();
-        if (pid < 0)
+        /* Below a shepherd, in a process group of its own: nothing it
+         * starts outlives `up`, even `kill -9` of it (shepherd.h). */
+        pid = shepherd_fork(true, &cmd);
+        if (pid < 0) {
+                errno = -pid;
                 goto fail;
+        }
         if (pid == 0)
                 child_run(s, p, go, out, err, envp);
-        setpgid(pid, pid); /* also here, so a stop right away reaches the group */
         free(envp);
         envp = NULL;
         p->pid = pid;
+        p->cmd = cmd;
         p->stop_sent = false;
         p->started_ms = now_ms();
         p->lines[0] = (struct linebuf){ .fd = TAKE_FD(out[0]), .out = 1 };
@@ -290,9 +295,9 @@ static void proc_start(struct sup *s, struct proc *p)
         close(go[0]);
         go[0] = -1;
         s->blob[0] = '1';
-        len = s->hooks->prepare(s->hooks->ud, p->index, pid, s->blob + 1, UP_ENV_BLOB_MAX);
+        len = s->hooks->prepare(s->hooks->ud, p->index, cmd, s->blob + 1, UP_ENV_BLOB_MAX);
         if (len < 0 || len > UP_ENV_BLOB_MAX) {
-                kill(pid, SIGKILL); /* reaped and rescheduled like any exit */
+                kill(cmd, SIGKILL); /* reaped and rescheduled like any exit */
         } else {
                 write_all(go[1], s->blob, (size_t)len + 1);
         }
@@ -321,15 +326,15 @@ static void describe_status(int status, char *buf, size_t size)
 static void proc_reaped(struct sup *s, struct proc *p, int status)
 {
         uint64_t ran = now_ms() - p->started_ms;
-        pid_t pid = p->pid;
+        pid_t pid = p->cmd;
         char what[96];
 
-        p->pid = 0;
+        p->pid = p->cmd = 0;
         pump(p, &p->lines[0], true);
         pump(p, &p->lines[1], true);
         describe_status(status, what, sizeof(what));
         if (s->stopping) {
-                kill(-pid, SIGKILL); /* whatever it left behind in its group */
+                /* Whatever it left behind, its shepherd killed. */
                 fprintf(stderr, "up: [%s] stopped (%s)\n", p->api->name, what);
                 s->hooks->exited(s->hooks->ud, p->index, pid);
                 return;
@@ -368,8 +373,8 @@ static void signal_all(struct sup *s, int sig)
         for (size_t i = 0; i < s->n; i++) {
                 struct proc *p = &s->procs[i];
 
-                if (p->pid > 0 && kill(-p->pid, sig) < 0)
-                        kill(p->pid, sig);
+                if (p->pid > 0 && kill(-p->cmd, sig) < 0)
+                        kill(p->cmd, sig);
         }
 }
 
@@ -503,6 +508,7 @@ int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks
         sigemptyset(&mask);
         sigaddset(&mask, SIGINT);
         sigaddset(&mask, SIGTERM);
+        sigaddset(&mask, SIGHUP); /* a closed terminal stops them as Ctrl-C does */
         sigaddset(&mask, SIGCHLD);
         sigprocmask(SIG_BLOCK, &mask, &s.old_mask);
         /* A closed stdout (`gpuslice up ... | head`) must not kill the
@@ -526,7 +532,7 @@ int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks
                 for (size_t i = 0; i < n_apis; i++)
                         if (s.procs[i].pid > 0) {
                                 waitpid(s.procs[i].pid, NULL, 0);
-                                hooks->exited(hooks->ud, i, s.procs[i].pid);
+                                hooks->exited(hooks->ud, i, s.procs[i].cmd);
                         }
                 r = -EIO;
         } else {

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The process supervisor behind `gpuslice up`: runs one process per API,
  * prefixes every line they print with the API's name, restarts an API that
- * exits with exponential backoff, and on SIGINT/SIGTERM stops them all
- * (SIGTERM to each API's process group, SIGKILL after a grace period).
+ * exits with exponential backoff, and on SIGINT/SIGTERM/SIGHUP stops them
+ * all (SIGTERM to each API's process group, SIGKILL after a grace period).
+ * Each API runs below a shepherd (shepherd.h), so whatever it starts dies
+ * with it, and everything dies with the supervisor, even by SIGKILL.
  *
  * It knows nothing of slices: the caller's hooks give each new process its
  * slice (after fork, before exec, the child waits for them) and release it
- * when the process is gone. Single-threaded; owns SIGINT, SIGTERM and
+ * when the process is gone. Single-threaded; owns SIGINT, SIGTERM, SIGHUP and
  * SIGCHLD while it runs. */
 #ifndef GS_UP_SUPERVISE_H
 #define GS_UP_SUPERVISE_H
@@ -44,7 +46,7 @@ struct up_options {
 /* The defaults above. */
 void up_options_default(struct up_options *o);
 
-/* Start every API and supervise them until SIGINT or SIGTERM, then stop them
+/* Start every API and supervise them until SIGINT, SIGTERM or SIGHUP, then stop them
  * all and return 0 (a clean stop), or 1 when some API had to be killed with
  * SIGKILL. Returns a negative errno when the supervisor itself cannot run
  * (signalfd, pipes); APIs already started are stopped first. */
