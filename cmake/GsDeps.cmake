@@ -5,10 +5,11 @@
 # --- cuda.h (always needed; nothing else of CUDA is) ---
 # From the CUDA toolkit ($CUDA_HOME, $CUDA_PATH, CMake's CUDAToolkit, next to
 # nvcc, /usr/local/cuda, /usr/local/cuda-X.Y, /opt/cuda) or from Debian's
-# nvidia-cuda-dev (non-free; /usr/include/cuda.h). -DCUDA_INCLUDE_DIR=DIR
-# overrides the search; $CUDA_INCLUDE_DIR is its first hint. Programs that call the driver link simgpu's
-# libcuda.so.1 at build time (sim/CMakeLists.txt: gs_cuda_driver), so no
-# toolkit stub library is needed either.
+# nvidia-cuda-dev (non-free; /usr/include/cuda.h; Debian's nvidia-cuda-toolkit
+# has /usr/lib/cuda/include), CUDA 13.0 or newer. -DCUDA_INCLUDE_DIR=DIR
+# overrides the search; $CUDA_INCLUDE_DIR is its first hint. Programs that call
+# the driver link simgpu's libcuda.so.1 at build time (sim/CMakeLists.txt:
+# gs_cuda_driver), so no toolkit stub library is needed either.
 option(GS_NVCC "Compile the project kernels with nvcc when it is found; OFF: never look for nvcc \
 and use the repository's PTX (sim/kernels/gs_kernels.ptx)" ON)
 set(_gs_cuda_hints "")
@@ -29,14 +30,17 @@ if(GS_NVCC AND NOT CUDA_INCLUDE_DIR)
 endif()
 file(GLOB _gs_cuda_versioned LIST_DIRECTORIES true /usr/local/cuda-*/include)
 list(SORT _gs_cuda_versioned COMPARE NATURAL ORDER DESCENDING)
-set(_gs_cuda_paths /usr/local/cuda/include ${_gs_cuda_versioned} /opt/cuda/include
-    /usr/include /usr/lib/cuda/include)
+# The toolkit's places as HINTS: searched before the system's /usr/include,
+# where an older Debian cuda.h may be.
+list(APPEND _gs_cuda_hints /usr/local/cuda/include ${_gs_cuda_versioned} /opt/cuda/include)
+set(_gs_cuda_paths /usr/include /usr/lib/cuda/include)
 find_path(CUDA_INCLUDE_DIR cuda.h HINTS ${_gs_cuda_hints} PATHS ${_gs_cuda_paths}
           DOC "directory holding cuda.h (the CUDA toolkit's include/, or /usr/include with Debian's nvidia-cuda-dev)")
 # Indented lines: CMake prints them as they are (no rewrapping), one fix a line.
 set(_gs_cuda_fix ": install one of:
-  the CUDA toolkit (its include/ in /usr/local/cuda, or set CUDA_HOME), or
-  Debian's nvidia-cuda-dev (apt install nvidia-cuda-dev, from the non-free component), or
+  the CUDA toolkit, 13.0 or newer (its include/ in /usr/local/cuda, or set CUDA_HOME), or
+  Debian's nvidia-cuda-dev (apt install nvidia-cuda-dev, non-free; CUDA 13.0 or newer is needed:
+    Debian 12's is 11.8, Debian 13's 12.4), or
   set -DCUDA_INCLUDE_DIR=<directory holding cuda.h>")
 if(NOT CUDA_INCLUDE_DIR)
   string(REPLACE ";" " " _gs_where "${_gs_cuda_hints} ${_gs_cuda_paths}")
@@ -45,6 +49,23 @@ if(NOT CUDA_INCLUDE_DIR)
   message(FATAL_ERROR "cuda.h not found${_gs_cuda_fix}\n  (looked in: ${_gs_where})")
 elseif(NOT EXISTS "${CUDA_INCLUDE_DIR}/cuda.h")
   message(FATAL_ERROR "cuda.h not found in CUDA_INCLUDE_DIR=${CUDA_INCLUDE_DIR}${_gs_cuda_fix}")
+endif()
+# The driver API as of CUDA 13.0 (cuCtxCreate_v4's parameters, the _v2 context
+# calls simgpu implements, CUDA_VERSION 13000 as simgpu's driver version).
+# Debian's nvidia-cuda-dev is older for now (Debian 12: 11.8, Debian 13: 12.4).
+set(GS_CUDA_MIN_VERSION 13000 CACHE STRING "oldest cuda.h (CUDA_VERSION) the build accepts")
+file(STRINGS "${CUDA_INCLUDE_DIR}/cuda.h" _gs_cuda_v REGEX "^#define CUDA_VERSION [0-9]+" LIMIT_COUNT 1)
+string(REGEX REPLACE "^#define CUDA_VERSION ([0-9]+).*" "\\1" _gs_cuda_v "${_gs_cuda_v}")
+if(NOT _gs_cuda_v MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "${CUDA_INCLUDE_DIR}/cuda.h has no #define CUDA_VERSION: not the driver API's cuda.h?")
+endif()
+math(EXPR _gs_cuda_major "${_gs_cuda_v} / 1000")
+math(EXPR _gs_cuda_minor "${_gs_cuda_v} % 1000 / 10")
+if(_gs_cuda_v LESS GS_CUDA_MIN_VERSION)
+  message(FATAL_ERROR "${CUDA_INCLUDE_DIR}/cuda.h is CUDA ${_gs_cuda_major}.${_gs_cuda_minor} "
+    "(CUDA_VERSION ${_gs_cuda_v}); gpuslice needs the driver API of CUDA 13.0 or newer "
+    "(CUDA_VERSION >= ${GS_CUDA_MIN_VERSION}): install the CUDA 13 toolkit (/usr/local/cuda, or set "
+    "CUDA_HOME), or set -DCUDA_INCLUDE_DIR=<the include/ directory of a CUDA 13 toolkit>")
 endif()
 
 # --- nvcc (optional): compiles the project kernels; without it the build uses the
@@ -71,13 +92,13 @@ else()
   set(NVCC_EXECUTABLE "")
 endif()
 if(NVCC_EXECUTABLE)
-  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR}; nvcc: ${NVCC_EXECUTABLE} (kernels compiled, "
+  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR} (CUDA ${_gs_cuda_major}.${_gs_cuda_minor}); nvcc: ${NVCC_EXECUTABLE} (kernels compiled, "
                  "checked against sim/kernels/gs_kernels.ptx by the ctest ptx_drift)")
 elseif(GS_NVCC)
-  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR}; nvcc: not found (kernels: the repository's "
+  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR} (CUDA ${_gs_cuda_major}.${_gs_cuda_minor}); nvcc: not found (kernels: the repository's "
                  "sim/kernels/gs_kernels.ptx)")
 else()
-  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR}; nvcc: not used (GS_NVCC=OFF; kernels: the "
+  message(STATUS "cuda.h: ${CUDA_INCLUDE_DIR} (CUDA ${_gs_cuda_major}.${_gs_cuda_minor}); nvcc: not used (GS_NVCC=OFF; kernels: the "
                  "repository's sim/kernels/gs_kernels.ptx)")
 endif()
 

@@ -4,11 +4,14 @@
 #   tests/build/no_cuda_h.sh SRC WORK CC
 # 1. -DCUDA_INCLUDE_DIR at an empty directory;
 # 2. nothing set and every standard place hidden (find_path rooted in an empty
-#    directory: CMAKE_FIND_ROOT_PATH, mode ONLY), as on a machine with no CUDA.
+#    directory: CMAKE_FIND_ROOT_PATH, mode ONLY), as on a machine with no CUDA;
+# 3. a cuda.h older than CUDA 13.0 (Debian 12's nvidia-cuda-dev is 11.8).
+#   tests/build/no_cuda_h.sh SRC WORK CC CUDA_INCLUDE_DIR
 set -euo pipefail
 src=${1:?SRC}
 work=${2:?WORK}
 cc=${3:?CC}
+cuda_inc=${4:?CUDA_INCLUDE_DIR}
 fail() { echo "build_no_cuda_h: FAIL: $*" >&2; exit 1; }
 rm -rf "$work"
 mkdir -p "$work/empty"
@@ -33,5 +36,15 @@ if "${clean_env[@]}" cmake -S "$src" -B "$work/b2" -DCMAKE_C_COMPILER="$cc" -DGS
   fail "configure with no cuda.h anywhere succeeded"
 fi
 expect "no cuda.h anywhere" "$work/2.log"
+mkdir -p "$work/old"
+sed 's/^#define CUDA_VERSION [0-9]*/#define CUDA_VERSION 11080/' "$cuda_inc/cuda.h" >"$work/old/cuda.h"
+if "${clean_env[@]}" cmake -S "$src" -B "$work/b3" -DCMAKE_C_COMPILER="$cc" -DGS_NVCC=OFF \
+     -DCUDA_INCLUDE_DIR="$work/old" >"$work/3.log" 2>&1; then
+  fail "configure with CUDA 11.8's cuda.h succeeded"
+fi
+for want in "cuda.h is CUDA 11.8" "CUDA 13.0 or newer" "-DCUDA_INCLUDE_DIR="; do
+  grep -qF -- "$want" "$work/3.log" || { cat "$work/3.log" >&2; fail "old cuda.h: no '$want' in the error"; }
+done
+echo "build_no_cuda_h: old cuda.h: $(grep -m1 -F 'cuda.h is CUDA' "$work/3.log" | sed 's/^ *//')"
 rm -rf "$work"
-echo "build_no_cuda_h: 2 of 2 configures refused with the fix named"
+echo "build_no_cuda_h: 3 of 3 configures refused with the fix named"
