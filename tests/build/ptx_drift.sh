@@ -23,6 +23,13 @@ if ! diff -u --label "repository: $repo" --label "nvcc now: $built" <(body "$rep
   echo "ptx_drift: FAIL: sim/kernels/gs_kernels.ptx differs from what $nvcc generates from" \
        "sim/kernels/gs_kernels.cu now (diff above: - repository, + nvcc). Refresh it with" \
        "\`make ptx\` (or cmake --build BUILD --target ptx) and commit sim/kernels/gs_kernels.ptx." >&2
+  was=$(sed -n 's|^// nvcc: release \([0-9.]*\).*|\1|p' "$repo" | head -1)
+  now=$(sed -n 's|^// nvcc: release \([0-9.]*\).*|\1|p' "$built" | head -1)
+  if [ -n "$was" ] && [ "$was" != "$now" ]; then
+    echo "ptx_drift: the repository's copy is from nvcc $was, this build's nvcc is ${now:-?}: if the" \
+         "kernels did not change, that alone is the difference; refresh the copy if the project moves" \
+         "to nvcc ${now:-?}, else configure with -DGS_NVCC=OFF to build with the repository's copy." >&2
+  fi
   exit 1
 fi
 rm -f /tmp/ptx_drift.$$.diff
