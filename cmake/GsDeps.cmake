@@ -83,7 +83,19 @@ if(GS_NVCC)
   find_program(NVCC_EXECUTABLE nvcc HINTS ${_gs_nvcc_hints} PATHS /usr/local/cuda/bin
                DOC "nvcc, to compile the project kernels (optional)")
   if(NVCC_EXECUTABLE)
-    get_filename_component(_gs_nvcc_dir ${NVCC_EXECUTABLE} DIRECTORY)
+    # one that does not run (a wrapper left behind by a removed toolkit) is as good as none
+    execute_process(COMMAND ${NVCC_EXECUTABLE} --version RESULT_VARIABLE _gs_nvcc_rc
+                    OUTPUT_VARIABLE _gs_nvcc_out ERROR_VARIABLE _gs_nvcc_out TIMEOUT 60)
+    if(NOT _gs_nvcc_rc EQUAL 0)
+      string(STRIP "${_gs_nvcc_out}" _gs_nvcc_out)
+      message(WARNING "${NVCC_EXECUTABLE} does not run (${_gs_nvcc_rc}: ${_gs_nvcc_out}): building "
+                      "with the repository's PTX of the kernels, as without nvcc")
+      set(NVCC_EXECUTABLE "")
+    endif()
+  endif()
+  if(NVCC_EXECUTABLE)
+    get_filename_component(_gs_nvcc_dir ${NVCC_EXECUTABLE} REALPATH)
+    get_filename_component(_gs_nvcc_dir ${_gs_nvcc_dir} DIRECTORY)
     find_program(PTXAS_EXECUTABLE ptxas HINTS ${_gs_nvcc_dir} NO_DEFAULT_PATH)
   endif()
 else()
