@@ -48,15 +48,27 @@ try:
     check(sorted(vis.split(",")) == sorted(uuids) and conf == "none" and preload == "none",
           "whole GPUs env: %r" % r.stdout)
 
-    # Signal forwarding: SIGUSR1 reaches the command, which exits 3.
+    # Signal forwarding: SIGUSR1 reaches the command, which exits 3. The command
+    # blocks SIGUSR1 before it says "up", then takes it with sigtimedwait, so a
+    # signal that comes early stays pending. (A Python handler plus time.sleep
+    # loses it on a loaded machine: a signal that lands after the interpreter's
+    # last check for signals and before the sleep starts runs the C handler,
+    # then the sleep runs its full 30 s.)
     p = subprocess.Popen([w.cli_bin, "run", "--sim", "--gpu", "200m", "--", "/usr/bin/python3", "-c",
-                          "import signal,sys,time\n"
-                          "signal.signal(signal.SIGUSR1, lambda *a: sys.exit(3))\n"
+                          "import signal,sys\n"
+                          "signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})\n"
                           "print('up', flush=True)\n"
-                          "time.sleep(30)\n"], env=w.env, stdout=subprocess.PIPE, text=True)
+                          "sys.exit(3 if signal.sigtimedwait({signal.SIGUSR1}, 30) else 4)\n"],
+                         env=w.env, stdout=subprocess.PIPE, text=True)
     check(p.stdout.readline().strip() == "up", "child did not start")
     p.send_signal(signal.SIGUSR1)
-    check(p.wait(timeout=15) == 3, "SIGUSR1 not forwarded: %r" % p.returncode)
+    try:
+        rc = p.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()
+        fail("SIGUSR1 not forwarded: the command did not get it within 15 s")
+    check(rc == 3, "SIGUSR1 not forwarded: status %r (3: got it; 4: waited 30 s for it)" % rc)
     p = subprocess.Popen([w.cli_bin, "run", "--sim", "--gpu", "200m", "--", "sleep", "30"],
                          env=w.env)
     w.wait_for(lambda: len(w.slices()) == 1, what="sleep slice")
