@@ -25,25 +25,43 @@
 #define CLI_REPLY_TIMEOUT_S 30
 #define CLI_START_WAIT_MS 15000
 
-int cli_state_dir(char *buf, size_t size)
-{
-        const char *env = getenv("GPUSLICE_STATE_DIR");
-        if (env && *env)
-                return snprintf(buf, size, "%s", env) >= (int)size ? -ENAMETOOLONG : 0;
-        return gs_local_default_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), buf, size);
-}
+/* Where the CLI looks for gpusliced (docs/daemon.md, "Which daemon"). */
+struct target {
+        char sock[GS_PATH_MAX];
+        char state[GS_PATH_MAX];
+        bool system;    /* the machine's daemon: nothing chose another */
+        bool may_start; /* a daemon may be started here when none answers */
+};
 
-int cli_socket_path(char *buf, size_t size)
+/* The target: $GPUSLICE_SOCKET / $GPUSLICE_STATE_DIR when set; else, with
+ * sim (or private_sim), the user's private simulated daemon; else the
+ * machine's. A daemon is started only in a private place (an explicit state
+ * directory, or --sim), or by root in the machine's own. */
+static int target_get(const struct cli_conn_opts *opts, bool private_sim, struct target *t)
 {
-        const char *env = getenv("GPUSLICE_SOCKET");
-        if (env && *env)
-                return snprintf(buf, size, "%s", env) >= (int)size ? -ENAMETOOLONG : 0;
-        char dir[GS_PATH_MAX];
-        int r = cli_state_dir(dir, sizeof(dir));
-        if (r < 0)
-                return r;
-        return snprintf(buf, size, "%s/%s", dir, GS_LOCAL_SOCKET_NAME) >= (int)size ? -ENAMETOOLONG
-                                                                                    : 0;
+        const char *sock = getenv("GPUSLICE_SOCKET"), *state = getenv("GPUSLICE_STATE_DIR");
+        bool has_sock = sock && *sock, has_state = state && *state;
+        bool sim = opts->sim || private_sim;
+        int n;
+
+        *t = (struct target){ .system = !has_sock && !has_state && !sim };
+        if (has_state)
+                n = snprintf(t->state, sizeof(t->state), "%s", state);
+        else if (has_sock || sim)
+                n = gs_local_sim_dir((unsigned)geteuid(), getenv("XDG_RUNTIME_DIR"), t->state,
+                                     sizeof(t->state)) < 0 ? -1 : 0;
+        else
+                n = snprintf(t->state, sizeof(t->state), "%s", GS_LOCAL_SYSTEM_DIR);
+        if (n < 0 || (size_t)n >= sizeof(t->state))
+                return -ENAMETOOLONG;
+        if (has_sock)
+                n = snprintf(t->sock, sizeof(t->sock), "%s", sock);
+        else
+                n = snprintf(t->sock, sizeof(t->sock), "%s/%s", t->state, GS_LOCAL_SOCKET_NAME);
+        if (n < 0 || (size_t)n >= sizeof(t->sock))
+                return -ENAMETOOLONG;
+        t->may_start = has_state || opts->sim || (t->system && geteuid() == 0);
+        return 0;
 }
 
 static int try_connect(const char *path, int *ret_fd)
@@ -174,19 +192,64 @@ static int check_socket_dir(const char *sock, struct gs_error **err)
         return r == -ENOENT ? 0 : r;
 }
 
+/* Nothing answers at t: say what to do. */
+static int refuse(const struct target *t, const struct cli_conn_opts *opts, int r,
+                  struct gs_error **err)
+{
+        bool absent = r == -ENOENT || r == -ECONNREFUSED;
+
+        if (t->system && (absent || r == -EACCES || r == -EPERM))
+                return gs_error_set(err, r,
+                                    "no gpuslice daemon at %s: start it (systemctl start gpusliced) "
+                                    "or ask to be added to the group " GS_LOCAL_GROUP " (%s)%s",
+                                    t->sock, strerror(-r),
+                                    opts->start ? "; --sim runs a private simulated one" : "");
+        if (absent && !opts->start)
+                return gs_error_set(err, r,
+                                    "no gpuslice daemon at %s: cannot reach gpusliced (%s); "
+                                    "read-only commands never start one (`gpuslice run` and `up` "
+                                    "do, there)", t->sock,
+                                    strerror(-r));
+        return gs_error_set(err, r, "cannot reach gpusliced at %s: %s", t->sock, strerror(-r));
+}
+
+/* The machine's daemon does not answer: a private simulated daemon the user
+ * started (--sim) is used instead. It serves no real GPU, so it splits no
+ * ledger; a private daemon on real GPUs is used only when named. */
+static int connect_private_sim(const struct cli_conn_opts *opts, int *ret_fd)
+{
+        struct target p;
+        struct cli_daemon_info info;
+        int fd = -1;
+
+        if (target_get(opts, true, &p) < 0 || check_socket_dir(p.sock, NULL) < 0 ||
+            try_connect(p.sock, &fd) < 0)
+                return -ENOENT;
+        if (cli_status(fd, &info, NULL) < 0 || !info.sim) {
+                close(fd);
+                return -ENOENT;
+        }
+        *ret_fd = fd;
+        return 0;
+}
+
 int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error **err)
 {
-        char sock[GS_PATH_MAX], state[GS_PATH_MAX], log[GS_PATH_MAX + 32];
-        if (cli_socket_path(sock, sizeof(sock)) < 0 || cli_state_dir(state, sizeof(state)) < 0)
+        char log[GS_PATH_MAX + 32];
+        struct target t;
+        if (target_get(opts, false, &t) < 0)
                 return gs_error_set(err, -ENAMETOOLONG, "socket or state path too long");
+        const char *sock = t.sock, *state = t.state;
         int r = check_socket_dir(sock, err);
         if (r < 0)
                 return r;
         r = try_connect(sock, ret_fd);
         if (r == 0)
                 return 0;
-        if (!opts->start || (r != -ENOENT && r != -ECONNREFUSED))
-                return gs_error_set(err, r, "cannot reach gpusliced at %s: %s", sock, strerror(-r));
+        if (t.system && connect_private_sim(opts, ret_fd) == 0)
+                return 0;
+        if (!opts->start || !t.may_start || (r != -ENOENT && r != -ECONNREFUSED))
+                return refuse(&t, opts, r, err);
         /* The log lives beside the state; make its directory first. */
         if (mkdir(state, 0700) < 0 && errno != EEXIST)
                 return gs_error_set(err, -errno, "cannot create %s: %s", state, strerror(errno));
@@ -293,6 +356,32 @@ int cli_call(int fd, struct gs_proto_builder *b, struct gs_proto_msg *ret, struc
                 return (int)c;
         }
         *ret = m;
+        return 0;
+}
+
+int cli_status(int fd, struct cli_daemon_info *ret, struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        struct gs_proto_msg m;
+        struct cli_daemon_info info = { 0 };
+
+        gs_proto_builder_init(&b, GS_MSG_STATUS, GS_PROTO_MAX_REQUEST);
+        int r = cli_call(fd, &b, &m, err);
+        if (r < 0)
+                return r;
+        for (size_t i = 0; i < m.n_items; i++) {
+                const char *k = m.items[i].key, *v = m.items[i].value;
+
+                if (!strcmp(k, "sim"))
+                        info.sim = !strcmp(v, "1");
+                else if (!strcmp(k, "sim_libdir"))
+                        snprintf(info.sim_libdir, sizeof(info.sim_libdir), "%s", v);
+                else if (!strcmp(k, "sim_env") && info.n_sim_env < CLI_SIM_ENV_MAX &&
+                         strlen(v) < sizeof(info.sim_env[0]) && strchr(v, '='))
+                        snprintf(info.sim_env[info.n_sim_env++], sizeof(info.sim_env[0]), "%s", v);
+        }
+        gs_proto_msg_done(&m);
+        *ret = info;
         return 0;
 }
 

@@ -19,23 +19,37 @@
 
 /* Where to find the daemon, and whether to start one. */
 struct cli_conn_opts {
-        bool sim;            /* start the daemon with --sim */
-        bool start;          /* start a daemon when none answers */
+        bool sim;            /* --sim: a private simulated daemon (started with --sim) */
+        bool start;          /* start a daemon when none answers (run, up; never ls/top/events) */
 };
 
-/* The socket path the CLI uses: $GPUSLICE_SOCKET, else the default
- * (gs_local_default_dir()/gpusliced.sock). The state dir likewise from
- * $GPUSLICE_STATE_DIR. Return 0 or -ENAMETOOLONG. */
-int cli_socket_path(char *buf, size_t size);
-int cli_state_dir(char *buf, size_t size);
-
-/* Connect to the daemon. When none answers and opts->start is set, start
+/* Connect to the daemon (docs/daemon.md, "Which daemon"): $GPUSLICE_SOCKET
+ * or $GPUSLICE_STATE_DIR/gpusliced.sock when set; else with opts->sim the
+ * user's private simulated daemon (gs_local_sim_dir); else the machine's
+ * (GS_LOCAL_SYSTEM_DIR), or, when that does not answer, a private simulated
+ * daemon of the user's that does. When none answers and opts->start is set,
  * gpusliced (next to this binary, in the build tree, $GPUSLICE_DAEMON or on
- * PATH) in the background with the same socket, state dir and --sim, and
- * wait (at most ~15 s) for it to answer. On success *ret_fd is a connected
- * socket (close it). On failure *err says why, including the daemon's own
+ * PATH) is started in the background with that socket, state dir and --sim,
+ * and waited for (at most ~15 s): only in a private place (an explicit state
+ * directory, or --sim), or by root as the machine's daemon. On success
+ * *ret_fd is a connected socket (close it). On failure *err says why: for
+ * the machine's daemon, how to start it or get access; the daemon's own
  * error lines when it failed to start. */
 int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error **err);
+
+#define CLI_SIM_ENV_MAX 16
+
+/* What a daemon says it serves (its status reply). */
+struct cli_daemon_info {
+        bool sim;                                /* simgpu, not NVIDIA's driver */
+        char sim_libdir[GS_PATH_MAX];            /* simgpu's libraries; "" when not said */
+        char sim_env[CLI_SIM_ENV_MAX][512];      /* "SIMGPU_...=value" of the daemon's simgpu */
+        size_t n_sim_env;
+};
+
+/* Ask the daemon on fd what it serves. 0 and *ret, or a negative errno
+ * with *err set (err may be NULL). */
+int cli_status(int fd, struct cli_daemon_info *ret, struct gs_error **err);
 
 /* Send one request built in b (consumed) and read the reply into *ret
  * (gs_proto_msg_done). An error reply returns its code with its message in

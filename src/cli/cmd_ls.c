@@ -16,7 +16,8 @@ static const char ls_usage[] =
         "Usage: gpuslice ls [--json] [--sim]\n"
         "List the GPUs, their slices (share, memory cap, memory used) and what is free.\n\n"
         "  --json     machine-readable output (keys documented in docs/daemon.md)\n"
-        "  --sim      start the daemon on simgpu if none runs\n"
+        "  --sim      list your private simulated daemon (gpuslice run --sim starts one)\n"
+        "ls never starts a daemon: with none it says so and exits 1.\n"
         "  -h, --help this text\n";
 
 static void json_string(const char *s)
@@ -172,7 +173,8 @@ int cmd_ls(int argc, char **argv)
         }
         struct gs_error *err = NULL;
         int fd = -1;
-        struct cli_conn_opts co = { .sim = sim, .start = true };
+        /* Read-only: it never starts a daemon (nothing would stop it). */
+        struct cli_conn_opts co = { .sim = sim, .start = false };
         struct cli_listing l = { 0 };
         if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
                 fprintf(stderr, "gpuslice ls: %s\n", gs_error_msg(err));

@@ -168,9 +168,17 @@ int cmd_run(int argc, char **argv)
         struct gs_error *err = NULL;
         int fd = -1;
         struct cli_conn_opts co = { .sim = o.sim, .start = true };
-        if (cli_connect(&co, &fd, &err) < 0) {
+        /* The daemon says what it serves: simgpu is remembered there. */
+        static struct cli_daemon_info info;
+        if (cli_connect(&co, &fd, &err) < 0 || cli_status(fd, &info, &err) < 0 ||
+            (o.sim && !info.sim &&
+             gs_error_set(&err, -EINVAL, "--sim: this gpusliced serves NVIDIA GPUs, not simgpu "
+                          "(a private simulated one: --sim without GPUSLICE_SOCKET and "
+                          "GPUSLICE_STATE_DIR, or a state directory of its own)") < 0)) {
                 fprintf(stderr, "gpuslice run: %s\n", gs_error_msg(err));
                 gs_error_free(err);
+                if (fd >= 0)
+                        close(fd);
                 return CLI_EXIT_FAILURE;
         }
         /* Signals that arrive before the child runs are held, then forwarded. */
@@ -210,7 +218,7 @@ int cmd_run(int argc, char **argv)
         struct slice_env env = { .buf = env_data, .size = sizeof(env_data) };
         r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, cmd_pid, &s,
                              &err);
-        if (r == 0 && (r = slice_env_build(&s, o.sim, &env, &err)) < 0) {
+        if (r == 0 && (r = slice_env_build(&s, &info, &env, &err)) < 0) {
                 struct gs_error *e2 = NULL;
                 cli_release_slice(fd, s.id, &e2);
                 gs_error_free(e2);

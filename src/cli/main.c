@@ -2,6 +2,7 @@
 /* gpuslice: the command-line front-end. A table of subcommands, one file
  * each (cmd_<name>.c). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
@@ -23,13 +24,15 @@ static const struct command commands[] = {
 
 static void usage(FILE *f)
 {
-        fputs("Usage: gpuslice COMMAND [OPTIONS]\n"
+        fputs("Usage: gpuslice [--state-dir DIR] COMMAND [OPTIONS]\n"
               "Share NVIDIA GPUs between model-serving APIs, each in a slice such as 300m.\n\n"
               "Commands:\n",
               f);
         for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
                 fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
         fputs("\nRun `gpuslice COMMAND --help` for a command's options.\n"
+              "--state-dir DIR (or $GPUSLICE_STATE_DIR) uses, or starts, a private daemon in DIR;\n"
+              "without it, the machine's daemon (/run/gpuslice), or --sim's private one.\n"
               "Environment: GPUSLICE_SOCKET, GPUSLICE_STATE_DIR (where gpusliced is), "
               "GPUSLICE_SHIM,\nGPUSLICE_DAEMON, GPUSLICE_SIM_LIBDIR.\n",
               f);
@@ -37,6 +40,11 @@ static void usage(FILE *f)
 
 int main(int argc, char **argv)
 {
+        if (argc > 2 && !strcmp(argv[1], "--state-dir")) {
+                setenv("GPUSLICE_STATE_DIR", argv[2], 1);
+                argc -= 2;
+                argv += 2;
+        }
         if (argc < 2) {
                 usage(stderr);
                 return CLI_EXIT_USAGE;

@@ -101,7 +101,6 @@ static _Noreturn void shepherd_main(pid_t parent, pid_t cmd)
         bool done = false;
         sigset_t all;
 
-        prctl(PR_SET_NAME, "gpuslice-shep");
         sigfillset(&all);
         for (;;) {
                 struct timespec tick = { 1, 0 };
@@ -162,6 +161,9 @@ pid_t shepherd_fork(bool own_group, pid_t *ret_cmd)
         /* The shepherd. Signals stay blocked: it only waits for them. The
          * parent may have died before prctl: look after it. */
         close(p[0]);
+        char comm[17] = "";
+        prctl(PR_GET_NAME, comm);
+        prctl(PR_SET_NAME, "gpuslice-shep"); /* in ps; the command gets its name back */
         prctl(PR_SET_PDEATHSIG, SHEPHERD_PDEATHSIG);
         if (getppid() != parent)
                 _exit(CLI_EXIT_FAILURE);
@@ -172,6 +174,7 @@ pid_t shepherd_fork(bool own_group, pid_t *ret_cmd)
                 _exit(CLI_EXIT_FAILURE); /* the caller reads EOF */
         if (cmd == 0) {
                 close(p[1]);
+                prctl(PR_SET_NAME, comm);
                 prctl(PR_SET_PDEATHSIG, SIGKILL);
                 if (getppid() != shep)
                         _exit(CLI_EXIT_FAILURE);

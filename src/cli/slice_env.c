@@ -85,8 +85,8 @@ static int find_asan(struct dl_phdr_info *info, size_t size, void *data)
 }
 #endif
 
-int slice_env_build(const struct cli_slice *s, bool sim, struct slice_env *e,
-                    struct gs_error **err)
+int slice_env_build(const struct cli_slice *s, const struct cli_daemon_info *daemon,
+                    struct slice_env *e, struct gs_error **err)
 {
         char vis[CLI_MAX_SLICE_GPUS * (GS_GPU_UUID_MAX + 1)] = "";
         size_t vl = 0;
@@ -96,13 +96,26 @@ int slice_env_build(const struct cli_slice *s, bool sim, struct slice_env *e,
                                        s->gpu_uuid[i]);
         env_add(e, "CUDA_VISIBLE_DEVICES", vis);
         env_add(e, "GPUSLICE_SLICE", s->id);
-        if (sim) {
-                const char *dir = getenv("GPUSLICE_SIM_LIBDIR");
+        if (daemon->sim) {
+                /* The daemon's simgpu: its libraries and its machine. */
+                const char *dir = daemon->sim_libdir;
 
+                if (!*dir)
+                        dir = getenv("GPUSLICE_SIM_LIBDIR");
                 if (!dir || !*dir)
                         dir = GS_SIM_LIBDIR;
                 if (*dir)
                         env_prepend(e, "LD_LIBRARY_PATH", dir);
+                for (size_t i = 0; i < daemon->n_sim_env; i++) {
+                        const char *kv = daemon->sim_env[i], *eq = strchr(kv, '=');
+                        char key[64];
+
+                        if (!eq || (size_t)(eq - kv) >= sizeof(key))
+                                continue;
+                        snprintf(key, sizeof(key), "%.*s", (int)(eq - kv), kv);
+                        if (!getenv(key)) /* one set here is the caller's choice */
+                                env_add(e, key, eq + 1);
+                }
         }
         if (s->config[0]) {
                 char shim[GS_PATH_MAX], preload[2 * GS_PATH_MAX + 2];

@@ -20,14 +20,16 @@ struct slice_env {
 };
 
 /* Append to e: CUDA_VISIBLE_DEVICES (the slice's GPU uuids), GPUSLICE_SLICE;
- * with sim, $GPUSLICE_SIM_LIBDIR (or the build's simgpu) prepended to
- * LD_LIBRARY_PATH; for a slice with a config, the shim (found by
+ * when the daemon serves simgpu (daemon->sim, from cli_status), its
+ * libraries (daemon->sim_libdir, else $GPUSLICE_SIM_LIBDIR or the build's)
+ * prepended to LD_LIBRARY_PATH and its SIMGPU_* settings that are not set
+ * here; for a slice with a config, the shim (found by
  * slice_env_find_shim; the ASan runtime ahead of it in a sanitizer build)
  * prepended to LD_PRELOAD, and GPUSLICE_CONFIG. Variables prepended to keep
  * the caller's current value after ours. Returns 0; -ENOENT when the shim
  * is not found, -E2BIG when e is too small, with *err set. */
-int slice_env_build(const struct cli_slice *s, bool sim, struct slice_env *e,
-                    struct gs_error **err);
+int slice_env_build(const struct cli_slice *s, const struct cli_daemon_info *daemon,
+                    struct slice_env *e, struct gs_error **err);
 
 /* The shim: $GPUSLICE_SHIM, else (resolved to an absolute path) the build
  * tree (src/cli -> src/shim), an install tree (bin -> lib/gpuslice), or

@@ -25,6 +25,7 @@ struct held {
 
 struct up_slices {
         struct cli_conn_opts copts;
+        struct cli_daemon_info daemon; /* what it serves (simgpu or not) */
         const struct gs_spec *spec;
         struct held *held;            /* one per API: the slice of its running process */
         char **ids;                   /* every slice id handed out, to check at the end */
@@ -52,6 +53,13 @@ int up_slices_open(const struct up_slices_options *opt, const struct gs_spec *sp
                 return -ENOMEM;
         }
         r = connect_daemon(s, &fd, err); /* starts the embedded daemon now, not mid-start */
+        if (r == 0 && (r = cli_status(fd, &s->daemon, err)) < 0)
+                close(fd);
+        if (r == 0 && opt->sim && !s->daemon.sim) {
+                close(fd);
+                r = gs_error_set(err, -EINVAL, "--sim: this gpusliced serves NVIDIA GPUs, not "
+                                 "simgpu");
+        }
         if (r < 0) {
                 up_slices_free(s);
                 return r;
@@ -191,7 +199,7 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
                 s->held[api].pid = pid;
                 r = remember_id(s, sl.id);
                 if (r == 0)
-                        r = slice_env_build(&sl, s->copts.sim, &e, &err);
+                        r = slice_env_build(&sl, &s->daemon, &e, &err);
                 if (r < 0)
                         release(s, api);
         }

@@ -277,15 +277,15 @@ int gs_proto_error_frame(int code, const char *message, uint8_t **ret_frame, siz
         return gs_proto_builder_finish(&b, ret_frame, ret_len);
 }
 
-int gs_local_default_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, size_t size)
+int gs_local_sim_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, size_t size)
 {
         int n;
-        if (euid == 0)
-                n = snprintf(buf, size, "/run/gpuslice");
-        else if (xdg_runtime_dir && xdg_runtime_dir[0] == '/')
-                n = snprintf(buf, size, "%s/gpuslice", xdg_runtime_dir);
+        if (xdg_runtime_dir && xdg_runtime_dir[0] == '/')
+                n = snprintf(buf, size, "%s/gpuslice-sim", xdg_runtime_dir);
+        else if (euid == 0)
+                n = snprintf(buf, size, "/run/gpuslice-sim");
         else
-                n = snprintf(buf, size, "/tmp/gpuslice-%u", euid);
+                n = snprintf(buf, size, "/tmp/gpuslice-sim-%u", euid);
         return n < 0 || (size_t)n >= size ? -ENAMETOOLONG : 0;
 }
 

@@ -115,11 +115,18 @@ void gs_proto_builder_done(struct gs_proto_builder *b);
 /* Build an error frame (code, message). Returns 0 or -ENOMEM. */
 int gs_proto_error_frame(int code, const char *message, uint8_t **ret_frame, size_t *ret_len);
 
-/* The default directory of the daemon's socket and state, shared by
- * gpusliced and the CLI: /run/gpuslice for root (euid 0), else
- * $XDG_RUNTIME_DIR/gpuslice when xdg_runtime_dir is an absolute path, else
- * /tmp/gpuslice-<euid>. Returns 0 or -ENAMETOOLONG. */
-int gs_local_default_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, size_t size);
+/* The machine's daemon: one per machine, run as root (docs/daemon.md). Its
+ * socket is GS_LOCAL_SYSTEM_DIR/GS_LOCAL_SOCKET_NAME, usable by root and the
+ * group GS_LOCAL_GROUP. */
+#define GS_LOCAL_SYSTEM_DIR "/run/gpuslice"
+#define GS_LOCAL_GROUP "gpuslice"
+
+/* The directory of a user's private simulated daemon (--sim without an
+ * explicit state directory), shared by gpusliced and the CLI:
+ * $XDG_RUNTIME_DIR/gpuslice-sim when xdg_runtime_dir is an absolute path,
+ * else /run/gpuslice-sim for root (euid 0), else /tmp/gpuslice-sim-<euid>.
+ * Returns 0 or -ENAMETOOLONG. */
+int gs_local_sim_dir(unsigned euid, const char *xdg_runtime_dir, char *buf, size_t size);
 
 /* Whether the directory `dir` of a daemon socket can be trusted by a client
  * running as `euid`: it must be a directory (symlinks followed) owned by

@@ -417,6 +417,23 @@ static int handle_events(struct daemon *d, const struct gs_proto_msg *m,
         return 0;
 }
 
+/* What a client needs to run a program on our simgpu: its libraries and
+ * the settings of the simulated machine we see (the same GPUs, the same
+ * state directory). */
+static void add_sim_records(const struct daemon *d, struct gs_proto_builder *b)
+{
+        static const char *const vars[] = { "SIMGPU_DIR",       "SIMGPU_DEVICES",
+                                            "SIMGPU_SMS",       "SIMGPU_MEMORY",
+                                            "SIMGPU_CTX_OVERHEAD", "SIMGPU_QUEUE_DEPTH",
+                                            "SIMGPU_TIMESLICE_US", "SIMGPU_NAME" };
+        gs_proto_builder_add(b, "sim_libdir", "%s", d->sim_dir);
+        for (size_t i = 0; i < GS_ARRAY_SIZE(vars); i++) {
+                const char *v = getenv(vars[i]);
+                if (v && strlen(v) < 400)
+                        gs_proto_builder_add(b, "sim_env", "%s=%s", vars[i], v);
+        }
+}
+
 int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
                   struct gs_proto_builder *reply, struct gs_error **err)
 {
@@ -437,6 +454,8 @@ int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_
                         gs_proto_builder_add(reply, "policy", "%s",
                                              gs_placement_policy_name(d->node->placement));
                         gs_proto_builder_add(reply, "sim", "%d", d->sim ? 1 : 0);
+                        if (d->sim)
+                                add_sim_records(d, reply);
                         gs_proto_builder_add(reply, "state_dir", "%s", d->state_dir);
                         gs_proto_builder_add(reply, "socket", "%s", d->socket_path);
                         gs_proto_builder_add(reply, "slices", "%zu", d->node->ledger.n_slices);

@@ -6,6 +6,7 @@
 
 #include <fcntl.h>
 #include <getopt.h>
+#include <grp.h>
 #include <libgen.h>
 #include <signal.h>
 #include <stdio.h>
@@ -39,10 +40,15 @@ static const char usage_text[] =
         "       gpusliced --version\n"
         "The gpuslice node daemon: GPU inventory, the slice ledger, placement and the\n"
         "local API used by `gpuslice run`, `up` and `ls`.\n\n"
-        "  --state-dir DIR     ledger and slice configs (default: /run/gpuslice as root,\n"
-        "                      else $XDG_RUNTIME_DIR/gpuslice or /tmp/gpuslice-UID;\n"
-        "                      with --kubelet as root: " KUBE_STATE_DIR_DURABLE ")\n"
+        "  --state-dir DIR     ledger and slice configs (default: " GS_LOCAL_SYSTEM_DIR ", the\n"
+        "                      machine's daemon, as root; with --sim a private one:\n"
+        "                      $XDG_RUNTIME_DIR/gpuslice-sim, /run/gpuslice-sim as root,\n"
+        "                      else /tmp/gpuslice-sim-UID; with --kubelet as root:\n"
+        "                      " KUBE_STATE_DIR_DURABLE "). Without --sim, a user other than\n"
+        "                      root must give it (a private daemon)\n"
         "  --socket PATH       local API socket (default: STATE_DEFAULT/gpusliced.sock)\n"
+        "  --socket-group G    as root, the group that may use the socket (mode 0660;\n"
+        "                      default " GS_LOCAL_GROUP " when it exists; '' for root only)\n"
         "  --policy P          placement: binpack (best fit, default), spread or gpuslice\n"
         "  --sim               use simgpu, the simulated driver, instead of NVIDIA's\n"
         "                      (library directory: $GPUSLICE_SIM_LIBDIR or the build's)\n"
@@ -79,6 +85,9 @@ static const char usage_text[] =
         "  --report-node       write the GPUs' free share and memory as an annotation of\n"
         "                      this node's Node, for gpuslice-extender (needs API access)\n"
         "  -h, --help          this text\n";
+
+/* The socket's group (--socket-group); NULL: GS_LOCAL_GROUP if it exists. */
+static const char *socket_group;
 
 static struct wd_args wd_args = { .interval_ms = WD_DEFAULT_INTERVAL_MS,
                                   .grace_ms = WD_DEFAULT_GRACE_MS,
@@ -135,6 +144,7 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         static const struct option opts[] = {
                 { "state-dir", required_argument, NULL, 's' },
                 { "socket", required_argument, NULL, 'S' },
+                { "socket-group", required_argument, NULL, 'X' },
                 { "policy", required_argument, NULL, 'p' },
                 { "sim", no_argument, NULL, 'm' },
                 { "log-level", required_argument, NULL, 'l' },
@@ -164,10 +174,6 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                 { 0 },
         };
         bool have_socket = false, have_state = false;
-        char dir[DAEMON_DIR_MAX];
-        if (gs_local_default_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), dir, sizeof(dir)) < 0)
-                return -ENAMETOOLONG;
-        snprintf(d->state_dir, sizeof(d->state_dir), "%s", dir);
         int c;
         struct gs_error *err = NULL;
         while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
@@ -183,6 +189,9 @@ static int parse_args(struct daemon *d, int argc, char **argv)
                             (int)sizeof(d->socket_path))
                                 return fprintf(stderr, "gpusliced: --socket too long\n"), -EINVAL;
                         have_socket = true;
+                        break;
+                case 'X':
+                        socket_group = optarg;
                         break;
                 case 'p':
                         if (gs_placement_policy_parse(optarg, &d->policy, &err) < 0) {
@@ -303,6 +312,22 @@ static int parse_args(struct daemon *d, int argc, char **argv)
         if (optind < argc)
                 return fprintf(stderr, "gpusliced: unexpected argument '%s'\n%s", argv[optind],
                                usage_text), -EINVAL;
+        /* One daemon per machine: root's, in GS_LOCAL_SYSTEM_DIR. A private
+         * one only when asked for: --sim, or a state directory of its own. */
+        if (!have_state && d->sim) {
+                if (gs_local_sim_dir(geteuid(), getenv("XDG_RUNTIME_DIR"), d->state_dir,
+                                     sizeof(d->state_dir)) < 0)
+                        return fprintf(stderr, "gpusliced: $XDG_RUNTIME_DIR too long\n"), -EINVAL;
+        } else if (!have_state && geteuid() == 0) {
+                snprintf(d->state_dir, sizeof(d->state_dir), "%s", GS_LOCAL_SYSTEM_DIR);
+        } else if (!have_state) {
+                return fprintf(stderr,
+                               "gpusliced: the machine's daemon runs as root (systemctl start "
+                               "gpusliced; its socket: " GS_LOCAL_SYSTEM_DIR "/%s); as uid %u, "
+                               "give --state-dir DIR for a private daemon, or --sim\n",
+                               GS_LOCAL_SOCKET_NAME, (unsigned)geteuid()),
+                       -EINVAL;
+        }
         if (!have_socket)
                 snprintf(d->socket_path, sizeof(d->socket_path), "%s/%s", d->state_dir,
                          GS_LOCAL_SOCKET_NAME);
@@ -422,6 +447,32 @@ static int open_inventory(struct daemon *d)
         return 0;
 }
 
+/* As root, hand the socket (created 0660 root:root) to the group that may
+ * use it: --socket-group, else GS_LOCAL_GROUP when that group exists. */
+static int share_socket(const struct daemon *d)
+{
+        const char *name = socket_group ? socket_group : GS_LOCAL_GROUP;
+        if (geteuid() != 0 || !name[0])
+                return 0;
+        struct group *g = getgrnam(name);
+        if (!g) {
+                if (!socket_group) {
+                        gs_log_info("no group %s: only root may use %s (groupadd --system %s "
+                                    "to share it)", name, d->socket_path, name);
+                        return 0;
+                }
+                gs_log_error("--socket-group: no group '%s'", name);
+                return -ENOENT;
+        }
+        if (chown(d->socket_path, (uid_t)-1, g->gr_gid) < 0) {
+                gs_log_error("cannot give %s to group %s: %s", d->socket_path, name,
+                             strerror(errno));
+                return -errno;
+        }
+        gs_log_info("the group %s may use %s", name, d->socket_path);
+        return 0;
+}
+
 static void on_signal(struct node_watch *w, uint32_t events)
 {
         struct daemon *d = w->ctx;
@@ -499,6 +550,8 @@ int main(int argc, char **argv)
                 gs_error_free(err);
                 return 1;
         }
+        if (share_socket(&d) < 0)
+                return 1;
         const struct node *n = d.node;
         gs_log_info("listening on %s (state %s, policy %s, %u GPU%s, %zu slice%s)", d.socket_path,
                     d.state_dir, gs_placement_policy_name(d.policy), n->inv.n_gpus,

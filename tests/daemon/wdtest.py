@@ -125,13 +125,38 @@ def kill_tree(pid):
         kill_tree(k)
 
 
+def _children(pid):
+    with open("/proc/%d/task/%d/children" % (pid, pid)) as f:
+        return [int(x) for x in f.read().split()]
+
+
+def _through_shepherd(kids):
+    """`gpuslice run` runs its command below a shepherd (src/cli/shepherd.h):
+    the command is the shepherd's child. None until every command has run
+    (a forked gpuslice not yet exec'd is not the command)."""
+    out = []
+    for k in kids:
+        try:
+            with open("/proc/%d/comm" % k) as f:
+                comm = f.read().strip()
+        except OSError:
+            comm = ""
+        if comm in ("gpuslice-shep", "gpuslice"):
+            below = _children(k)
+            if not below:
+                return None
+            out.extend(below)
+        else:
+            out.append(k)
+    return out
+
+
 def pid_of_child(parent, nth=0, timeout=5):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         try:
-            with open("/proc/%d/task/%d/children" % (parent, parent)) as f:
-                kids = [int(x) for x in f.read().split()]
-            if len(kids) > nth:
+            kids = _through_shepherd(_children(parent))
+            if kids is not None and len(kids) > nth:
                 STRAYS.extend(kids)
                 return kids
         except OSError:

@@ -149,17 +149,20 @@ static void default_dir(void **state)
 {
         (void)state;
         char buf[64];
-        assert_int_equal(gs_local_default_dir(0, "/run/user/0", buf, sizeof(buf)), 0);
-        assert_string_equal(buf, "/run/gpuslice");
-        assert_int_equal(gs_local_default_dir(1000, "/run/user/1000", buf, sizeof(buf)), 0);
-        assert_string_equal(buf, "/run/user/1000/gpuslice");
-        assert_int_equal(gs_local_default_dir(1000, "relative", buf, sizeof(buf)), 0);
-        assert_string_equal(buf, "/tmp/gpuslice-1000");
-        assert_int_equal(gs_local_default_dir(1000, NULL, buf, sizeof(buf)), 0);
-        assert_string_equal(buf, "/tmp/gpuslice-1000");
-        assert_int_equal(gs_local_default_dir(1000, "/a-very-long-runtime-directory-name-that-does-not-fit",
-                                              buf, 20),
+        assert_int_equal(gs_local_sim_dir(0, NULL, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/run/gpuslice-sim");
+        assert_int_equal(gs_local_sim_dir(0, "/run/user/0", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/run/user/0/gpuslice-sim");
+        assert_int_equal(gs_local_sim_dir(1000, "/run/user/1000", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/run/user/1000/gpuslice-sim");
+        assert_int_equal(gs_local_sim_dir(1000, "relative", buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/tmp/gpuslice-sim-1000");
+        assert_int_equal(gs_local_sim_dir(1000, NULL, buf, sizeof(buf)), 0);
+        assert_string_equal(buf, "/tmp/gpuslice-sim-1000");
+        assert_int_equal(gs_local_sim_dir(1000, "/a-very-long-runtime-directory-name-that-does-not-fit",
+                                          buf, 20),
                          -ENAMETOOLONG);
+        assert_string_equal(GS_LOCAL_SYSTEM_DIR, "/run/gpuslice");
 }
 
 /* The client trusts a socket directory owned by itself or root and
