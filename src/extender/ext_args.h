@@ -23,6 +23,7 @@
 
 #include "error.h"
 #include "inventory.h"
+#include "placement.h"
 
 #define EXT_RESOURCE "gpuslice.io/gpu-milli"
 #define EXT_ANNOTATION_GPUS "gpuslice.io/gpus"
@@ -43,6 +44,8 @@ struct ext_gpu {
         uint32_t milli_free;  /* 0..1000 */
         uint64_t memory_free; /* bytes, <= memory_total */
         uint64_t memory_total;
+        unsigned n_slices;         /* slices on it ("slices"; absent: 1 unless all free) */
+        uint64_t context_overhead; /* bytes ("context_overhead"; absent: the default) */
 };
 
 /* A node's report, the value of its annotation gpuslice.io/gpus. */
@@ -51,6 +54,7 @@ struct ext_node_state {
         int64_t time_s;      /* when the report was written (unix seconds) */
         unsigned n_gpus;     /* at most GS_MAX_GPUS */
         struct ext_gpu *gpus;
+        enum gs_placement_policy placement; /* the node's ("placement"; absent: binpack) */
         /* The uids of the pods holding slices, when the report lists them
          * (optional "pods" key; has_pods false without it). */
         bool has_pods;

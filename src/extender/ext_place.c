@@ -24,8 +24,11 @@ void ext_view_of(const struct ext_node_state *st, struct ext_view *v)
                 c->total_memory = g->memory_total;
                 c->free_milli = g->healthy ? g->milli_free : 0;
                 c->free_memory = g->healthy ? g->memory_free : 0;
+                v->slices[n->n_gpus] = g->n_slices;
+                v->overhead[n->n_gpus] = g->context_overhead;
                 v->map[n->n_gpus++] = g->index;
         }
+        v->placement = st->placement;
 }
 
 /* One slice as core's pod; the pod's GPU memory applies to a single share. */
@@ -45,39 +48,40 @@ static uint64_t cap_on(const struct gs_cp_pod *cp, const struct gs_cp_gpu *g)
         return cp->gpu_memory ? cp->gpu_memory : gs_default_memory_cap(cp->milli, g->total_memory);
 }
 
-/* Where the node itself puts a slice (gs_place's default, binpack): a
- * share on the fitting GPU with the least free share, then the least free
- * memory, then the lowest index, its memory cap free there; whole GPUs on
- * the lowest-indexed fully free ones. The extender predicts the node's
- * choice rather than making one: the device plugin's Allocate cannot be
- * told which GPU a pod was meant for. 0 or -ENOSPC. */
-static int node_choice(const struct gs_cp_node *n, const struct gs_cp_pod *cp,
+/* Where the node itself puts a slice: core's gs_place with the node's
+ * reported policy over what the report says is free (the same decision the
+ * node makes, refusals included: a cap that cannot hold a context, whole
+ * GPUs only where no slice is). The extender predicts the node's choice
+ * rather than making one: the device plugin's Allocate cannot be told which
+ * GPU a pod was meant for. 0 or -ENOSPC. */
+static int node_choice(const struct ext_view *v, const struct gs_cp_node *n,
+                       const unsigned *slices, const struct gs_cp_pod *cp,
                        struct gs_cp_choice *c)
 {
-        memset(c, 0, sizeof(*c));
-        bool whole = cp->n_gpus > 1 || cp->milli >= GS_CP_MILLI_PER_GPU;
-        int best = -1;
+        struct gs_inventory inv = { .n_gpus = n->n_gpus };
+        struct gs_gpu_usage usage[GS_CP_MAX_GPUS];
         for (unsigned i = 0; i < n->n_gpus; i++) {
-                const struct gs_cp_gpu *g = &n->gpus[i];
-                if (whole) {
-                        if (g->free_milli == GS_CP_MILLI_PER_GPU && c->n < cp->n_gpus)
-                                c->gpus[c->n++] = i;
-                        continue;
-                }
-                if (g->free_milli < cp->milli ||
-                    (g->total_memory && g->free_memory < cap_on(cp, g)))
-                        continue;
-                const struct gs_cp_gpu *b = best >= 0 ? &n->gpus[best] : NULL;
-                if (!b || g->free_milli < b->free_milli ||
-                    (g->free_milli == b->free_milli && g->free_memory < b->free_memory))
-                        best = (int)i;
+                inv.gpus[i] = (struct gs_gpu){ .index = i,
+                                               .memory_total = n->gpus[i].total_memory,
+                                               .healthy = true,
+                                               .context_overhead = v->overhead[i],
+                                               .overhead_measured = true };
+                snprintf(inv.gpus[i].uuid, sizeof(inv.gpus[i].uuid), "GPU-%u", i);
+                usage[i] = (struct gs_gpu_usage){ .free_milli = n->gpus[i].free_milli,
+                                                  .free_memory = n->gpus[i].free_memory,
+                                                  .n_slices = slices[i] };
         }
-        if (whole)
-                return c->n == cp->n_gpus ? 0 : -ENOSPC;
-        if (best < 0)
+        bool whole = cp->n_gpus > 1 || cp->milli >= GS_CP_MILLI_PER_GPU;
+        struct gs_placement_request req = {
+                .milli = whole ? cp->n_gpus * GS_MILLI_PER_GPU : cp->milli,
+                .memory = whole ? 0 : cp->gpu_memory,
+        };
+        struct gs_placement got;
+        if (gs_place(&inv, usage, v->placement, &req, &got, NULL) < 0)
                 return -ENOSPC;
-        c->n = 1;
-        c->gpus[0] = (unsigned)best;
+        memset(c, 0, sizeof(*c));
+        c->n = got.n_gpus;
+        memcpy(c->gpus, got.gpus, got.n_gpus * sizeof(got.gpus[0]));
         return 0;
 }
 
@@ -98,6 +102,8 @@ int ext_place(enum gs_cp_policy policy, const struct gs_cp_model *m, const struc
               unsigned *ret_n)
 {
         struct gs_cp_node left = v->node;
+        unsigned slices[GS_CP_MAX_GPUS];
+        memcpy(slices, v->slices, sizeof(slices));
         struct ext_charge charges[EXT_MAX_SLICES];
         double sum = 0;
         for (unsigned k = 0; k < p->n_slices; k++) { /* the kubelet's order */
@@ -105,7 +111,7 @@ int ext_place(enum gs_cp_policy policy, const struct gs_cp_model *m, const struc
                 struct gs_cp_choice c;
                 double score = 0;
                 cp_slice(p, p->slices[k], &cp);
-                if (!gs_cp_fits(&left, &cp) || node_choice(&left, &cp, &c) < 0)
+                if (!gs_cp_fits(&left, &cp) || node_choice(v, &left, slices, &cp, &c) < 0)
                         return -ENOSPC;
                 if (ret_score && gs_cp_score(policy, m, &left, &cp, NULL, &score) < 0)
                         score = 0;
@@ -115,6 +121,8 @@ int ext_place(enum gs_cp_policy policy, const struct gs_cp_model *m, const struc
                 for (unsigned i = 0; i < c.n; i++)
                         charges[k].gpus |= 1ull << v->map[c.gpus[i]];
                 node_commit(&left, &cp, &c);
+                for (unsigned i = 0; i < c.n; i++)
+                        slices[c.gpus[i]]++;
         }
         if (ret_score)
                 *ret_score = p->n_slices ? sum / p->n_slices : 0;

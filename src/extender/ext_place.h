@@ -19,6 +19,10 @@
 struct ext_view {
         struct gs_cp_node node;
         unsigned map[GS_CP_MAX_GPUS];
+        /* What the node's own choice (gs_place) reads beyond node: */
+        enum gs_placement_policy placement;
+        unsigned slices[GS_CP_MAX_GPUS];
+        uint64_t overhead[GS_CP_MAX_GPUS];
         unsigned charged; /* record entries charged to it (for reasons) */
 };
 

@@ -107,6 +107,14 @@ static int gpu_parse(const json_t *g, size_t i, struct ext_gpu *out, struct gs_e
         out->memory_free = mfree;
         out->memory_total = mtotal;
         out->healthy = json_is_true(healthy);
+        uint64_t slices = milli < 1000, overhead = GS_DEFAULT_CONTEXT_OVERHEAD;
+        if ((json_object_get(g, "slices") && get_u64(g, "slices", GS_LEDGER_MAX_SLICES, &slices) < 0) ||
+            (json_object_get(g, "context_overhead") &&
+             get_u64(g, "context_overhead", mtotal, &overhead) < 0))
+                return gs_error_set(err, -EINVAL, "gpus[%zu]: slices and context_overhead must be "
+                                    "counts (the overhead at most memory_total)", i);
+        out->n_slices = (unsigned)slices;
+        out->context_overhead = overhead;
         snprintf(out->uuid, sizeof(out->uuid), "%s", uuid ? uuid : "");
         snprintf(out->model, sizeof(out->model), "%s", model ? model : "");
         return 0;
@@ -156,6 +164,11 @@ static int state_parse(const json_t *root, struct ext_node_state *st, struct gs_
                 if (!st->gpus)
                         return gs_error_set(err, -ENOMEM, "out of memory");
         }
+        const json_t *pl = json_object_get(root, "placement");
+        st->placement = GS_PLACE_BINPACK;
+        if (pl && (!json_is_string(pl) ||
+                   gs_placement_policy_parse(json_string_value(pl), &st->placement, NULL) < 0))
+                return gs_error_set(err, -EINVAL, "placement is not a placement policy");
         uint64_t seen = 0;
         size_t i;
         const json_t *g;

@@ -69,7 +69,8 @@ static int report_text(struct daemon *d, uint64_t *seen, uint64_t *gen, bool for
                 *gen = us > *gen ? us : *gen + 1;
                 *seen = g;
         }
-        int r = kube_node_report_text(&inv, usage, pods, n_pods, *gen, now_s(), ret, err);
+        int r = kube_node_report_text(&inv, usage, d->policy, pods, n_pods, *gen, now_s(), ret,
+                                      err);
         return r < 0 ? r : 1;
 }
 

@@ -19,14 +19,16 @@ static void rfc3339(int64_t unix_s, char *buf, size_t size)
 }
 
 int kube_node_report_text(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                          const char *const *pods, size_t n_pods, uint64_t gen, int64_t unix_s,
-                          char **ret, struct gs_error **err)
+                          enum gs_placement_policy placement, const char *const *pods,
+                          size_t n_pods, uint64_t gen, int64_t unix_s, char **ret,
+                          struct gs_error **err)
 {
         char when[32];
         rfc3339(unix_s, when, sizeof(when));
         json_t *gpus = json_array(), *uids = json_array();
-        json_t *o = json_pack("{s:I, s:s, s:o, s:o}", "generation", (json_int_t)gen, "time", when,
-                              "gpus", gpus, "pods", uids);
+        json_t *o = json_pack("{s:I, s:s, s:o, s:s, s:o}", "generation", (json_int_t)gen, "time",
+                              when, "gpus", gpus, "placement",
+                              gs_placement_policy_name(placement), "pods", uids);
         for (size_t i = 0; o && uids && i < n_pods; i++)
                 if (json_array_append_new(uids, json_string(pods[i])) < 0) {
                         json_decref(o);
@@ -34,12 +36,14 @@ int kube_node_report_text(const struct gs_inventory *inv, const struct gs_gpu_us
                 }
         for (unsigned i = 0; o && gpus && i < inv->n_gpus; i++) {
                 const struct gs_gpu *g = &inv->gpus[i];
-                json_t *e = json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I}", "index",
+                json_t *e = json_pack("{s:I, s:s, s:s, s:b, s:I, s:I, s:I, s:I, s:I}", "index",
                                       (json_int_t)g->index, "uuid", g->uuid, "model", g->name,
                                       "healthy", g->healthy, "milli_free",
                                       (json_int_t)(g->healthy ? usage[i].free_milli : 0),
-                                      "memory_free", (json_int_t)usage[i].free_memory,
-                                      "memory_total", (json_int_t)g->memory_total);
+                                      "slices", (json_int_t)usage[i].n_slices, "memory_free",
+                                      (json_int_t)usage[i].free_memory, "memory_total",
+                                      (json_int_t)g->memory_total, "context_overhead",
+                                      (json_int_t)g->context_overhead);
                 if (!e || json_array_append_new(gpus, e) < 0) {
                         json_decref(o);
                         o = NULL;

@@ -7,9 +7,10 @@
  *
  *   {"generation": 1764571234567890, "time": "2026-12-01T14:07:00Z",
  *    "gpus": [{"index": 0, "uuid": "GPU-…", "model": "NVIDIA H200",
- *              "healthy": true, "milli_free": 600,
- *              "memory_free": 103079215104, "memory_total": 150323855360}],
- *    "pods": ["<pod uid>", ...]}
+ *              "healthy": true, "milli_free": 600, "slices": 1,
+ *              "memory_free": 103079215104, "memory_total": 150323855360,
+ *              "context_overhead": 268435456}],
+ *    "placement": "binpack", "pods": ["<pod uid>", ...]}
  *
  * `generation` moves whenever the content does (microseconds of the wall
  * clock at the change, so it also moves across daemon restarts); `time` is
@@ -18,7 +19,9 @@
  * of the pods known to hold a slice here (from the kubelet's checkpoint or
  * a DRA claim's reservedFor; a pod admitted moments ago may not be listed
  * yet), so the extender can tell which of the pods it sent here the
- * report already counts. */
+ * report already counts; `placement` is the node's policy among its GPUs
+ * and `context_overhead` what a slice's cap must hold beyond its work, so
+ * the extender predicts the node's own choice with the same gs_place. */
 #ifndef GS_NODE_REPORT_H
 #define GS_NODE_REPORT_H
 
@@ -31,12 +34,13 @@
 
 #define KUBE_NODE_REPORT_ANNOTATION "gpuslice.io/gpus"
 
-/* The annotation's value for inv and usage (usage[i] is GPU i's) and the
- * pod uids pods[0..n_pods), at generation gen, written at unix_s. 0 and
+/* The annotation's value for inv and usage (usage[i] is GPU i's), the
+ * node's placement policy and the pod uids pods[0..n_pods), at generation gen, written at unix_s. 0 and
  * *ret (free()), or -ENOMEM. */
 int kube_node_report_text(const struct gs_inventory *inv, const struct gs_gpu_usage *usage,
-                          const char *const *pods, size_t n_pods, uint64_t gen, int64_t unix_s,
-                          char **ret, struct gs_error **err);
+                          enum gs_placement_policy placement, const char *const *pods,
+                          size_t n_pods, uint64_t gen, int64_t unix_s, char **ret,
+                          struct gs_error **err);
 
 /* Write text as the annotation of Node `node` (a JSON merge patch of
  * metadata.annotations only). 0, or a negative errno with *err as

@@ -35,7 +35,7 @@ import subprocess
 import sys
 import time
 
-from k8s_fixtures import GiB, args, args_names, container, node, pod, report
+from k8s_fixtures import GiB, args, args_names, container, node, pod, report, rfc3339
 
 EXTENDER = os.environ["GS_EXTENDER"]
 
@@ -148,6 +148,31 @@ def t_filter(ext):
     assert res["FailedNodes"]["gpu-a"] == (
         "the pod's 2 slices (700m, 600m, one per container) do not fit together; free shares "
         "per GPU: 600m, 600m"), res
+    # The node's own choice decides (gs_place with the reported policy): a
+    # 10m share of a 16Gi GPU (164Mi) cannot hold a 256Mi context, which the
+    # node refuses, so the extender does too; with spread the node takes the
+    # emptier GPU: a pod of 300m, 700m and 700m fits a (1000, 700) node under
+    # spread (300 and 700 on the first, 700 on the second) and not under
+    # binpack (300 on the second leaves no GPU for the second 700).
+    small = node("gpu-s", json.dumps({
+        "generation": gen, "time": rfc3339(), "gpus": [
+            {"index": 0, "uuid": "GPU-s0", "model": "m", "healthy": True, "milli_free": 1000,
+             "slices": 0, "memory_free": 16 * GiB, "memory_total": 16 * GiB,
+             "context_overhead": 256 << 20}]}))
+    st, res = ext.post("filter", args(pod("tiny-0", 10), [small]))
+    assert "gpu-s" in res["FailedNodes"], res
+    st, res = ext.post("filter", args(pod("tiny-1", 20), [small]))
+    assert passed(res) == ["gpu-s"], res
+    for placement, fits in (("binpack", False), ("spread", True)):
+        two = node("gpu-p", json.dumps({
+            "generation": gen, "time": rfc3339(), "placement": placement, "gpus": [
+                {"index": i, "uuid": "GPU-p%d" % i, "model": "m", "healthy": True,
+                 "milli_free": m, "slices": int(m < 1000), "memory_free": 141 * GiB,
+                 "memory_total": 141 * GiB} for i, m in enumerate((1000, 700))]}))
+        p = pod("pl-" + placement, containers=[container("a", 300), container("b", 700),
+                                               container("c", 700)])
+        st, res = ext.post("filter", args(p, [two]))
+        assert (passed(res) == ["gpu-p"]) == fits, (placement, res)
     # A pod that asks nothing passes everywhere.
     st, res = ext.post("filter", args(pod("web-0", containers=[container("w")]), [n600, bare]))
     assert passed(res) == ["gpu-a", "cpu-only"], res

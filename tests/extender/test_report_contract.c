@@ -28,6 +28,7 @@ static void test_report_round_trip(void **state)
                 snprintf(inv.gpus[i].name, sizeof(inv.gpus[i].name), "NVIDIA H200");
                 inv.gpus[i].memory_total = 150323855360ull;
                 inv.gpus[i].healthy = i != 2;
+                inv.gpus[i].context_overhead = 314572800ull;
         }
         struct gs_gpu_usage usage[3] = {
                 { .free_milli = 600, .free_memory = 90194313216ull, .n_slices = 1 },
@@ -38,7 +39,7 @@ static void test_report_round_trip(void **state)
         struct gs_error *err = NULL;
         const char *pods[] = { "0f3c2a4e-6b1d-4c8e-9a7f-2d5b8e1c4a90",
                                "7a1e9c3b-2f4d-4e6a-8b0c-5d9f1e3a7b24" };
-        assert_int_equal(kube_node_report_text(&inv, usage, pods, 2, 1764571234567890ull,
+        assert_int_equal(kube_node_report_text(&inv, usage, GS_PLACE_SPREAD, pods, 2, 1764571234567890ull,
                                                1796140800, &text, &err),
                          0);
         struct ext_node_state st;
@@ -47,6 +48,10 @@ static void test_report_round_trip(void **state)
         assert_int_equal(st.generation, 1764571234567890ull);
         assert_int_equal(st.time_s, 1796140800);
         assert_int_equal(st.n_gpus, 3);
+        assert_int_equal(st.placement, GS_PLACE_SPREAD);
+        assert_int_equal(st.gpus[0].n_slices, 1);
+        assert_int_equal(st.gpus[1].n_slices, 0);
+        assert_int_equal(st.gpus[0].context_overhead, inv.gpus[0].context_overhead);
         assert_true(st.has_pods);
         assert_int_equal(st.n_pods, 2);
         assert_string_equal(st.pods[0], pods[0]);
