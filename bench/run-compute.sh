@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: Apache-2.0
 # The compute-share benchmark (issue 5) on simgpu: accuracy of the shares,
-# work conservation, noisy neighbour and overhead, measured end to end
+# work conservation, noisy neighbour, overhead and a daemon outage (issue 17:
+# three busy slices keep >= 80% of their shares, no launch waits past the
+# documented bound), measured end to end
 # through `gpuslice run`, the shim and a private `gpusliced --sim`; figures
 # from simgpu's ground truth (simgpu-smi --json busy_ns per process).
 #
-#   bench/run-compute.sh BUILD [--quick|--full] [--items accuracy,conservation,noisy,overhead]
+#   bench/run-compute.sh BUILD [--quick|--full] [--items accuracy,conservation,noisy,overhead,outage]
 #
 # --quick (default, ~4 min on 2 cores) runs a subset of the accuracy matrix;
 # --full runs all of it (~25 min). Exit status 0 even when targets are

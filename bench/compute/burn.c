@@ -16,9 +16,10 @@
  * (the real-GPU ground truth: completed kernels x their length). At the end
  * prints one line:
  *
- *   burn pid=P route=R kernel_ns=K kernels=N seconds=S launches=L launch_ns=X
+ *   burn pid=P route=R kernel_ns=K kernels=N seconds=S launches=L launch_ns=X launch_max_ns=M
  *
- * launch_ns is the mean host time inside one launch call (blocking included).
+ * launch_ns is the mean host time inside one launch call (blocking included),
+ * launch_max_ns the longest (the longest a launch waited at the gate).
  * Exit status 0, or 1 with a message on stderr. */
 #include <errno.h>
 #include <signal.h>
@@ -120,7 +121,7 @@ int main(int argc, char **argv)
         if (route == LC_GRAPH)
                 ge = lc_graph(PROG, busy, s, kernel_ns, per_unit);
 
-        uint64_t issued = 0, reaped = 0, launches = 0, launch_time = 0;
+        uint64_t issued = 0, reaped = 0, launches = 0, launch_time = 0, launch_max = 0;
         uint64_t t0 = lc_now_ns(), last_progress = 0;
         if (pf) {
                 fprintf(pf, "%llu 0\n", (unsigned long long)t0);
@@ -141,13 +142,17 @@ int main(int argc, char **argv)
                 if (route == LC_GRAPH) {
                         uint64_t a = lc_now_ns();
                         LC_CHECK(PROG, cuGraphLaunch(ge, s));
-                        launch_time += lc_now_ns() - a;
+                        uint64_t took = lc_now_ns() - a;
+                        launch_time += took;
+                        launch_max = took > launch_max ? took : launch_max;
                         launches++;
                 } else {
                         for (unsigned k = 0; k < per_unit; k++) {
                                 uint64_t a = lc_now_ns();
                                 LC_CHECK(PROG, lc_busy(busy, s, kernel_ns, route == LC_LAUNCH_EX));
-                                launch_time += lc_now_ns() - a;
+                                uint64_t took = lc_now_ns() - a;
+                                launch_time += took;
+                                launch_max = took > launch_max ? took : launch_max;
                                 launches++;
                         }
                 }
@@ -162,10 +167,10 @@ int main(int argc, char **argv)
                 fclose(pf);
         }
         printf("burn pid=%d route=%s kernel_ns=%llu kernels=%llu seconds=%.3f launches=%llu "
-               "launch_ns=%.1f\n",
+               "launch_ns=%.1f launch_max_ns=%llu\n",
                (int)getpid(), route == LC_GRAPH ? "graph" : route == LC_LAUNCH_EX ? "ex" : "launch",
                (unsigned long long)kernel_ns, (unsigned long long)(issued * per_unit),
                (double)(t1 - t0) / 1e9, (unsigned long long)launches,
-               launches ? (double)launch_time / (double)launches : 0.0);
+               launches ? (double)launch_time / (double)launches : 0.0, (unsigned long long)launch_max);
         return 0;
 }

@@ -5,7 +5,7 @@ neighbour and overhead, measured end to end through `gpuslice run`, the shim
 and gpusliced, judged by ground truth outside gpuslice (see gsworld.py).
 
   compute_bench.py --build BUILD [--quick|--full|--kit] [--gpu] [--truth smi|kernels]
-                   [--items accuracy,conservation,noisy,overhead] [--out FILE]
+                   [--items accuracy,conservation,noisy,overhead,outage] [--out FILE]
 
 --quick (default): a subset of the accuracy matrix with 10 s windows, every
 other item once (~4 minutes on 2 cores). --full: the whole matrix (2/3/4/8
@@ -25,6 +25,7 @@ import argparse
 import bisect
 import os
 import re
+import signal
 import sys
 import time
 
@@ -274,6 +275,75 @@ def overhead(args, rep, seconds, reps):
                         added < 50)
 
 
+OUTAGE = [(300, "share"), (300, "cap"), (100, "share")]
+# docs/shim.md, "Compute share": once the daemon stops answering a launch
+# waits at most 1.2 s (the heartbeat goes stale within 1 s of its last beat,
+# which may be 100 ms old, then the next outage window within 100 ms).
+OUTAGE_WAIT_BOUND_MS = 1200
+
+
+def outage(args, rep, seconds):
+    """Three busy slices lose their daemon (SIGSTOP for `seconds`, then
+    SIGCONT; and kill -9): each must keep >= 80% of its share by simgpu's
+    ground truth (measured from 1.5 s after the daemon went: the shims
+    notice a stale heartbeat within 1 s), and no launch may wait longer
+    than the documented bound."""
+    warm, after = 2.0, 1.5
+    rep.line(f"== daemon outage: busy slices {', '.join(f'{m}m {p}' for m, p in OUTAGE)} "
+             f"(1ms kernels); the daemon stopped (SIGSTOP) {seconds} s, then killed (kill -9)")
+    for how in ("sigstop", "kill9"):
+        with World(args.build, args.source, sim=not args.gpu, kernels=args.kernels) as w:
+            total = warm + seconds + after + 2
+            slices = [w.slice(f"o{i}-{m}m-{p}", m, p,
+                              [w.prog("gs-burn"), "--kernel", "1ms", "--duration", f"{total:.0f}s"])
+                      for i, (m, p) in enumerate(OUTAGE)]
+            try:
+                pids = {s.name: s.program_pid() for s in slices}
+                w.start_sampler()
+                time.sleep(warm)
+                t_out = time.monotonic_ns()
+                w.daemon.send_signal(signal.SIGSTOP if how == "sigstop" else signal.SIGKILL)
+                time.sleep(seconds)
+                t_end = time.monotonic_ns()
+                if how == "sigstop":
+                    w.daemon.send_signal(signal.SIGCONT)
+                by_pid = w.stop_sampler()
+                figs = {}
+                for s in slices:
+                    try:
+                        figs[s.name] = s.wait(timeout=total + 60)
+                    except HarnessError as e:
+                        rep.line(f"   {s.name}: {e}")
+                        figs[s.name] = {}
+            finally:
+                for s in slices:
+                    s.kill()
+        start = t_out + int(after * 1e9)
+        rep.line(f"   {how}: {(t_end - start) / 1e9:.1f} s measured, from {after} s after the "
+                 f"daemon went")
+        worst_wait = 0.0
+        tot = 0.0
+        for s in slices:
+            ser = by_pid.get(pids[s.name], [])
+            if len(ser) < 2:
+                raise HarnessError(f"{s.name}: no ground-truth samples")
+            pct = 100.0 * (at(ser, t_end) - at(ser, start)) / (t_end - start)
+            tot += pct
+            want = s.milli / 10.0
+            wait_ms = float(figs[s.name].get("launch_max_ns", "nan")) / 1e6
+            worst_wait = max(worst_wait, wait_ms) if wait_ms == wait_ms else float("inf")
+            rep.line(f"   {s.name}: {pct:.1f}% of the GPU (share {want:g}%: {100 * pct / want:.0f}% "
+                     f"of it); longest launch {wait_ms:.1f} ms")
+            rep.verdict(f"outage_{how}_{s.name}", f"{100 * pct / want:.0f}% of its share",
+                        "target >= 80%", pct >= 0.8 * want)
+            if s.policy == "cap":
+                rep.verdict(f"outage_{how}_{s.name}_cap", f"{pct:.1f}%",
+                            f"target <= {want + 1:g}% (cap + 1 pt)", pct <= want + 1)
+        rep.line(f"   device busy {tot:.1f}% while all three wanted it (windows idle time is not lent)")
+        rep.verdict(f"outage_{how}_max_wait", f"{worst_wait:.1f} ms",
+                    f"target <= {OUTAGE_WAIT_BOUND_MS} ms", worst_wait <= OUTAGE_WAIT_BOUND_MS)
+
+
 def matrix(mode):
     """[(n, kernel, route, policy)] for the accuracy item."""
     if mode == "full":
@@ -302,7 +372,7 @@ def main():
     ap.add_argument("--gpu", action="store_true", help="real driver and daemon (no simgpu)")
     ap.add_argument("--truth", choices=("smi", "kernels"))
     ap.add_argument("--kernels", help="kernels file (PTX or cubin); default: the build's PTX")
-    ap.add_argument("--items", default="accuracy,conservation,noisy,overhead")
+    ap.add_argument("--items", default="accuracy,conservation,noisy,overhead,outage")
     ap.add_argument("--out")
     ap.add_argument("--trace", help="diagnostic: keep the arbiter's and simgpu's traces of the "
                     "(last) accuracy case in this directory")
@@ -345,6 +415,8 @@ def main():
             noisy(args, rep, 3 if short else 8)
         if "overhead" in items:
             overhead(args, rep, 1 if short else 3, 1 if short else 3)
+        if "outage" in items and not args.gpu:
+            outage(args, rep, 5 if short else 10)
     except HarnessError as e:
         rep.line(f"HARNESS ERROR: {e}")
         return 1

@@ -96,6 +96,14 @@ def children(pid):
     return out
 
 
+def cmdline0(pid):
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return f.read().split(b"\0")[0].decode(errors="replace")
+    except OSError:
+        return ""
+
+
 class Slice:
     """One `gpuslice run` and the load program it runs."""
 
@@ -119,6 +127,7 @@ class Slice:
             self.proc = subprocess.Popen(cmd + argv, env=env or world.env, stdout=o, stderr=e,
                                          stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = None
+        self.argv0 = argv[0]
 
     def program_pid(self, timeout=10):
         """The pid of the load program (the CLI's child; the process itself
@@ -130,10 +139,16 @@ class Slice:
             return self.pid
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            kids = children(self.proc.pid)
-            if kids:
-                self.pid = kids[0]
-                return self.pid
+            # The program runs below the CLI, possibly under a shepherd
+            # process (gpuslice run -> shepherd -> program): the first
+            # descendant that runs argv[0].
+            todo = children(self.proc.pid)
+            while todo:
+                pid = todo.pop(0)
+                if cmdline0(pid) == self.argv0:
+                    self.pid = pid
+                    return self.pid
+                todo += children(pid)
             if self.proc.poll() is not None:
                 raise HarnessError(f"{self.name}: gpuslice run exited {self.proc.returncode}: "
                                    f"{self.stderr()}")

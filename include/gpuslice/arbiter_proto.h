@@ -65,8 +65,9 @@
  *    (or the drain timeout passed); the hold's busy time is the sum.
  *
  * Local enforcement (daemon unreachable, stale or restarting): the shim
- * runs its own single-slice arbiter with policy cap at its share (so the
- * slices on a GPU together never oversubscribe it), logs it once per
+ * launches only in the slice's outage window (`window` below) when the
+ * daemon gave one, else runs its own single-slice arbiter with policy cap
+ * at its share (so the slices on a GPU together never oversubscribe it), logs it once per
  * transition, counts it in its metrics, retries the socket every
  * GS_ARB_RECONNECT_NS, and never waits more than GS_ARB_MAX_WAIT_NS for a
  * lease before falling back. */
@@ -99,6 +100,17 @@ extern "C" {
 #define GS_ARB_PRESTART_NS (100ull * 1000)
 #define GS_ARB_RECONNECT_NS (500ull * 1000 * 1000)
 #define GS_ARB_AHEAD_NS (1000ull * 1000)
+/* Outage windows (struct gs_arb_page.window): while the daemon is gone a
+ * slice launches only inside its window of every period, the windows of
+ * one GPU's slices are disjoint, so each gets its share without any
+ * coordination at run time (docs/shim.md, "Local enforcement"). The word
+ * packs GS_ARB_WINDOW_VALID | offset_milli << 16 | len_milli: the window
+ * is [offset, offset + len) thousandths of the period. */
+#define GS_ARB_WINDOW_PERIOD_NS (100ull * 1000 * 1000)
+#define GS_ARB_WINDOW_VALID (1ull << 63)
+#define GS_ARB_WINDOW_PACK(off, len) (GS_ARB_WINDOW_VALID | ((uint64_t)(off) << 16) | (uint64_t)(len))
+#define GS_ARB_WINDOW_OFF(w) ((uint32_t)(((w) >> 16) & 0xffffu))
+#define GS_ARB_WINDOW_LEN(w) ((uint32_t)((w) & 0xffffu))
 /* The largest busy time a DONE may report (an hour); larger is malformed. */
 #define GS_ARB_MAX_BUSY_NS (3600ull * 1000 * 1000 * 1000)
 
@@ -132,7 +144,14 @@ struct gs_arb_page {
         _Atomic uint64_t until_ns;   /* lease end; 0 or past: no lease */
         _Atomic uint32_t futex;      /* bumped after every lease write */
         uint32_t reserved0;
-        uint64_t reserved[16];       /* zero */
+        /* The slice's outage window (GS_ARB_WINDOW_*): where in every
+         * GS_ARB_WINDOW_PERIOD_NS of CLOCK_MONOTONIC the slice's processes
+         * may launch while they cannot reach the daemon. 0: none given
+         * (a daemon that predates it reads this field as reserved). The
+         * daemon gives the slices of one GPU disjoint windows in
+         * proportion to their shares, rewritten when they change. */
+        _Atomic uint64_t window;
+        uint64_t reserved[15];       /* zero */
 };
 
 _Static_assert(sizeof(struct gs_arb_page) == 280, "gs_arb_page layout changed: bump the version");

@@ -5,6 +5,7 @@
 #include "arbiter_server_int.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -103,4 +104,24 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
                  "ancestor, and its %s is no Kubernetes slice's directory)",
                  NODE_CONTAINER_SLICE_DIR);
         return NULL;
+}
+
+void arb_windows_assign(struct arb_gpu *g)
+{
+        /* In slot order, back to back from the period's start: the shares
+         * on one GPU sum to at most 1000 (the ledger's invariant), so the
+         * windows are disjoint. A sum above 1000 (a corrupt ledger) gets
+         * no windows past the period's end: those slices fall back to
+         * their own share alone, as before windows existed. */
+        uint32_t off = 0;
+        for (int i = 0; i < GS_ARB_MAX_SLICES; i++) {
+                struct arb_member *m = g->slot[i];
+                if (!m || !m->page.p)
+                        continue;
+                uint64_t w = 0;
+                if (m->milli >= 1 && off + m->milli <= 1000)
+                        w = GS_ARB_WINDOW_PACK(off, m->milli);
+                off += m->milli;
+                atomic_store_explicit(&m->page.p->window, w, memory_order_release);
+        }
 }

@@ -224,6 +224,7 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         m->seen = true;
         g->slot[slot] = m;
         srv->members[srv->n_members++] = m;
+        arb_windows_assign(g);
         gs_log_debug("compute: slice %s joined GPU %u's arbiter (%" PRIu32 "m, %s)", m->id,
                    d->node->inv.gpus[gpu].index, m->milli, gs_compute_policy_name(m->policy));
 }
@@ -234,6 +235,7 @@ static void member_remove(struct arbsrv *srv, struct arb_member *m, uint64_t now
         bool held = holds(g, m);
         gs_arbiter_slice_leave(&g->a, m->slot, now);
         g->slot[m->slot] = NULL;
+        arb_windows_assign(g);
         for (size_t i = 0; i < ARB_MAX_CONNS; i++) {
                 struct arb_conn *c = srv->conns[i];
                 if (c && c->m == m) {
@@ -276,6 +278,7 @@ static void ledger_sync(struct daemon *d, uint64_t now)
                                 m->milli = s->milli;
                                 m->policy = s->policy;
                                 lease_page_identity(&m->page, m->milli, m->policy);
+                                arb_windows_assign(g);
                         }
                 }
         }

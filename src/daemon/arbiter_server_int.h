@@ -92,4 +92,10 @@ bool arb_member_learn_dir(struct arb_member *m, const char *dir);
  * pid's mount namespace. NULL, with the reason in why, when it is in none. */
 struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, size_t why_size);
 
+/* Give every slice of GPU g its outage window (struct gs_arb_page.window):
+ * disjoint, in slot order, each as long as its share of
+ * GS_ARB_WINDOW_PERIOD_NS. Called after every change of g's members or
+ * shares; writes only the members' pages. */
+void arb_windows_assign(struct arb_gpu *g);
+
 #endif /* GS_DAEMON_ARBITER_SERVER_INT_H */

@@ -3,7 +3,6 @@
  * daemon's leases and local enforcement, and the background thread. See
  * shim_gate.h for the model and docs/internals/compute-arbiter.md for the
  * protocol. */
-#include <dlfcn.h>
 #include <errno.h>
 #include <limits.h>
 #include <linux/futex.h>
@@ -20,6 +19,7 @@
 
 #define SRC_LOCAL 1
 #define SRC_DAEMON 2
+#define SRC_WINDOW 3
 /* A hold is named by its lease generation and where the lease came from. */
 #define KEY(gen, src) (((gen) << 2) | (uint64_t)(src))
 
@@ -45,6 +45,9 @@
  * takes to launch the next one. */
 #define EARLY_POLL_NS (250 * US)
 #define UNUSED_POLL_NS (500 * US)
+/* Local enforcement, the daemon reconnected: how often a thread waiting
+ * for its outage window looks for the daemon's lease. */
+#define LINKED_POLL_NS (500 * US)
 
 bool shim_gate_on;
 struct shim_gate_cu shim_gate_cu;
@@ -56,6 +59,7 @@ struct shim_gate_cu shim_gate_cu;
                 .unit_ns = GS_ARB_AHEAD_NS,                                    \
                 .src_local = { .id = SRC_LOCAL },                              \
                 .src_daemon = { .id = SRC_DAEMON },                            \
+                .src_window = { .id = SRC_WINDOW },                            \
                 .want_gen = UINT64_MAX,                                        \
                 /* re-made monotonic at start */                               \
                 .bg_cv = PTHREAD_COND_INITIALIZER,                             \
@@ -110,34 +114,6 @@ bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret)
 
 /* ---- set-up ---- */
 
-static void resolve_cu(void)
-{
-        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
-        if (!h)
-                return;
-#define SYM(field, name, alt)                                                         \
-        do {                                                                          \
-                void *p_ = REAL_DLSYM(h, name);                                       \
-                if (!p_)                                                              \
-                        p_ = REAL_DLSYM(h, alt);                                      \
-                shim_gate_cu.field = (__typeof__(shim_gate_cu.field))p_;              \
-        } while (0)
-        SYM(event_create, "cuEventCreate", "cuEventCreate");
-        SYM(event_record, "cuEventRecord", "cuEventRecord");
-        SYM(event_sync, "cuEventSynchronize", "cuEventSynchronize");
-        SYM(elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime");
-        SYM(event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
-        SYM(ctx_get, "cuCtxGetCurrent", "cuCtxGetCurrent");
-        SYM(ctx_push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
-        SYM(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
-        SYM(is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
-        SYM(event_query, "cuEventQuery", "cuEventQuery");
-        SYM(stream_query, "cuStreamQuery", "cuStreamQuery");
-#undef SYM
-        /* dlopen took a reference; libcuda stays loaded anyway. */
-        dlclose(h);
-}
-
 void shim_gate_setup(const struct gs_slice_conf *c)
 {
         shim_gs.conf = c;
@@ -147,15 +123,35 @@ void shim_gate_setup(const struct gs_slice_conf *c)
                          gs_compute_policy_name(c->policy));
 }
 
+/* Where leases come from without the daemon: the outage window it gave,
+ * else the local arbiter. */
+static struct shim_src *local_src(void)
+{
+        return atomic_load(&shim_gs.window) ? &shim_gs.src_window : &shim_gs.src_local;
+}
+
+static bool is_local(const struct shim_src *s)
+{
+        return s == &shim_gs.src_local || s == &shim_gs.src_window;
+}
+
 static void go_local(const char *why)
 {
         struct shim_src *s = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
-        if (s == &shim_gs.src_local)
+        if (is_local(s))
                 return;
-        atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_local, memory_order_release);
+        struct shim_src *to = local_src();
+        atomic_store_explicit(&shim_gs.cur_src, to, memory_order_release);
         shim_daemon_close();
-        shim_log("compute: %s: local enforcement (cap at %u milli); retrying the daemon every %llu ms",
-                 why, shim_gs.conf->compute_milli, (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
+        if (to == &shim_gs.src_window)
+                shim_log("compute: %s: local enforcement in the outage window (%u milli of every "
+                         "%llu ms); retrying the daemon every %llu ms",
+                         why, GS_ARB_WINDOW_LEN(atomic_load(&shim_gs.window)),
+                         (unsigned long long)(GS_ARB_WINDOW_PERIOD_NS / MS),
+                         (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
+        else
+                shim_log("compute: %s: local enforcement (cap at %u milli); retrying the daemon every %llu ms",
+                         why, shim_gs.conf->compute_milli, (unsigned long long)(GS_ARB_RECONNECT_NS / MS));
 }
 
 /* Daemon linked and its page shows a live lease: leave local enforcement. */
@@ -167,6 +163,7 @@ static bool try_daemon_lease(uint64_t now)
                 return false;
         shim_gs.src_daemon.page = p;
         shim_gs.src_daemon.epoch = shim_daemon_epoch();
+        shim_window_learn(p);
         struct shim_src *s = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
         if (s != &shim_gs.src_daemon) {
                 atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_daemon, memory_order_release);
@@ -190,13 +187,12 @@ static void start_locked(void)
         pthread_cond_init(&shim_gs.bg_cv, &ca);
         pthread_condattr_destroy(&ca);
         if (!shim_gate_cu.event_record)
-                resolve_cu();
-        if (shim_local_attach(conf) < 0) {
-                atomic_store(&shim_gs.local_failed, true);
-                shim_log("compute: local enforcement unavailable: launches are NOT gated");
-        }
+                shim_gate_resolve_cu();
+        /* Never fails: compute.local unusable, the arbiter runs privately. */
+        shim_local_attach(conf);
         shim_gs.src_local.page = shim_local_page();
-        atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_local, memory_order_release);
+        shim_gs.src_window.page = shim_window_page();
+        atomic_store_explicit(&shim_gs.cur_src, local_src(), memory_order_release);
         if (!conf->daemon_socket[0]) {
                 shim_log("compute: no daemon_socket: local enforcement (cap at %u milli)",
                          conf->compute_milli);
@@ -205,6 +201,7 @@ static void start_locked(void)
                 if (r == 0) {
                         shim_gs.src_daemon.page = shim_daemon_page();
                         shim_gs.src_daemon.epoch = shim_daemon_epoch();
+                        shim_window_learn(shim_gs.src_daemon.page);
                         atomic_store_explicit(&shim_gs.cur_src, &shim_gs.src_daemon,
                                               memory_order_release);
                         shim_log("compute: leases from gpusliced (%s)", conf->daemon_socket);
@@ -274,6 +271,21 @@ static void close_expired_locked(void)
                 close_hold_locked();
 }
 
+/* The window of the open hold is over: end the hold now (its end events
+ * then mark the drain of its work), not when the background thread gets
+ * to it (it may be busy trying the daemon) or at the next window (which
+ * would charge the gap as busy time). Called by a waiting thread. */
+static void close_window_hold(uint64_t now)
+{
+        pthread_mutex_lock(&shim_gs.hold.mu);
+        struct shim_lease l;
+        if (shim_gs.hold_key && shim_gs.hold_src == SRC_WINDOW &&
+            (!shim_gate_lease_read(shim_gs.src_window.page, &l) ||
+             KEY(l.gen, SRC_WINDOW) != shim_gs.hold_key || now >= l.until))
+                close_expired_locked();
+        pthread_mutex_unlock(&shim_gs.hold.mu);
+}
+
 /* A probed launch took u ns: the first sample replaces the initial guess;
  * a smaller one replaces the estimate, a larger one moves it by an eighth.
  * A probe spans its launch's wait behind work queued before it (other
@@ -320,6 +332,8 @@ static void report(uint64_t gen, int src, uint64_t busy)
 {
         if (src == SRC_LOCAL)
                 shim_local_report(gen, busy, atomic_load(&shim_gs.waiters) > 0);
+        else if (src == SRC_WINDOW)
+                shim_window_report(gen, busy);
         else if (atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire) == &shim_gs.src_daemon)
                 report_daemon(gen, busy);
 }
@@ -400,13 +414,19 @@ void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev)
  * has at most ~GS_ARB_AHEAD_NS (or one longer unit) queued: that overrun
  * is measured and charged, and it keeps the device busy past the end
  * event recorded when the lease ends, so the event marks the real drain
- * even when the closing thread wakes late. */
-static inline bool admit(uint64_t now, uint64_t until)
+ * even when the closing thread wakes late. In an outage window (`win`),
+ * which no other slice shares, a thread may queue up to half of what is
+ * left of the window, so that a thread short of CPU time (a loaded host)
+ * still fills its window; towards the end that shrinks to the usual bound
+ * (the window ends early by the margin that drains it, shim_gate_window.c). */
+static inline bool admit(uint64_t now, uint64_t until, bool win)
 {
-        (void)until;
         uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
         uint64_t q = t.qend > now ? t.qend : now;
-        if (q > now && q + unit > now + GS_ARB_AHEAD_NS + AHEAD_SLACK_NS)
+        uint64_t ahead = GS_ARB_AHEAD_NS;
+        if (win && until > now && (until - now) / 2 > ahead)
+                ahead = (until - now) / 2;
+        if (q > now && q + unit > now + ahead + AHEAD_SLACK_NS)
                 return false;
         t.qend = q + unit;
         t.count++;
@@ -442,8 +462,6 @@ static CUresult slow(CUstream s)
         pthread_mutex_lock(&shim_gs.hold.mu);
         start_locked();
         pthread_mutex_unlock(&shim_gs.hold.mu);
-        if (atomic_load(&shim_gs.local_failed) && atomic_load(&shim_gs.cur_src) == &shim_gs.src_local)
-                return CUDA_SUCCESS;
         /* A launch into a stream being captured runs nothing now (the graph
          * is gated when launched), and no event may be recorded there. */
         CUstreamCaptureStatus cs = CU_STREAM_CAPTURE_STATUS_NONE;
@@ -461,16 +479,22 @@ static CUresult slow(CUstream s)
                         go_local("the daemon is gone, stale or restarted");
                         continue;
                 }
-                if (src == &shim_gs.src_local && atomic_load(&shim_gs.local_failed))
-                        break;
                 uint32_t fv = atomic_load_explicit(&src->page->futex, memory_order_acquire);
                 struct shim_lease l = { 0 };
                 bool current = lease_current(src, &l, now);
                 if (current && now + GS_ARB_PRESTART_NS < l.start) {
                         /* Granted, from when the previous holder's work is
-                         * predicted to drain (the page changes if sooner). */
+                         * predicted to drain (the page changes if sooner),
+                         * or the next outage window. While waiting for that
+                         * one, a daemon that answers again (the background
+                         * thread reconnected and sent WANT) grants a short
+                         * lease on its own page: look for it often. */
+                        bool linked = is_local(src) && shim_daemon_page();
+                        if (linked && try_daemon_lease(now))
+                                continue;
+                        uint64_t w = clamp_wait(l.start - GS_ARB_PRESTART_NS - now);
                         shim_gate_futex_wait(&src->page->futex, fv,
-                                             clamp_wait(l.start - GS_ARB_PRESTART_NS - now));
+                                             linked && w > LINKED_POLL_NS ? LINKED_POLL_NS : w);
                         continue;
                 }
                 bool valid = current;
@@ -480,13 +504,14 @@ static CUresult slow(CUstream s)
                 if (valid) {
                         if (atomic_load(&shim_gs.joined) != key && !join(key, l.gen, src->id))
                                 continue;
-                        bool ok = admit(now, l.until);
+                        bool win = src == &shim_gs.src_window;
+                        bool ok = admit(now, l.until, win);
                         if (!ok && stream_idle(s)) {
                                 /* The estimate said the queue is full, but
                                  * the stream is empty (the program waited
                                  * for it: a request/response loop). */
                                 t.qend = 0;
-                                ok = admit(now, l.until);
+                                ok = admit(now, l.until, win);
                         }
                         if (ok) {
                                 if (t.key != key || t.stream != s)
@@ -507,12 +532,22 @@ static CUresult slow(CUstream s)
                         shim_gate_futex_wait(&src->page->futex, fv, clamp_wait(target > now ? target - now : 0));
                         continue;
                 }
-                if (src == &shim_gs.src_local) {
+                if (is_local(src)) {
                         if (try_daemon_lease(now))
                                 continue;
                         struct gs_arb_decision d;
-                        if (shim_local_tick(true, &d) < 0)
-                                break;
+                        if (src == &shim_gs.src_window)
+                                close_window_hold(now);
+                        int tr = src == &shim_gs.src_window ? shim_window_tick(now, &d)
+                                                            : shim_local_tick(true, &d);
+                        if (tr < 0) {
+                                /* Cannot happen (both exist once started);
+                                 * a bounded wait, never an open gate. */
+                                if (now - t0 >= GS_ARB_STALE_NS)
+                                        break;
+                                shim_gate_futex_wait(&src->page->futex, fv, WAIT_SLICE_NS);
+                                continue;
+                        }
                         if (d.state == GS_ARB_GRANTED && d.grant_until > now && spins % 64 != 63)
                                 continue;
                         uint64_t w = d.wake_at == GS_ARB_NEVER || d.wake_at <= now ? WAIT_SLICE_NS
@@ -552,7 +587,8 @@ CUresult shim_gate_enter(CUstream s, bool ptsz)
             t.key == atomic_load_explicit(&shim_gs.joined, memory_order_seq_cst)) {
                 struct shim_lease l;
                 uint64_t now = shim_gate_now();
-                if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key && admit(now, l.until))
+                if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key &&
+                    admit(now, l.until, src == &shim_gs.src_window))
                         return CUDA_SUCCESS;
         }
         return slow(s);
@@ -651,7 +687,9 @@ static void *bg_main(void *arg)
                 struct shim_src *src = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
                 if (src == &shim_gs.src_daemon && !shim_daemon_healthy(now))
                         go_local("the daemon is gone, stale or restarted");
-                else if (src == &shim_gs.src_local && conf->daemon_socket[0] && now >= next_retry) {
+                else if (src == &shim_gs.src_daemon)
+                        shim_window_learn(shim_daemon_page());
+                else if (is_local(src) && conf->daemon_socket[0] && now >= next_retry) {
                         next_retry = now + GS_ARB_RECONNECT_NS;
                         if (!shim_daemon_page() && shim_daemon_connect(conf) == 0) {
                                 atomic_store(&shim_gs.want_gen, UINT64_MAX);
@@ -681,8 +719,9 @@ static void *bg_main(void *arg)
                         timed_wait_locked(wake);
                         continue;
                 }
-                struct shim_src *hs =
-                        shim_gs.hold_src == SRC_LOCAL ? &shim_gs.src_local : &shim_gs.src_daemon;
+                struct shim_src *hs = shim_gs.hold_src == SRC_LOCAL    ? &shim_gs.src_local
+                                      : shim_gs.hold_src == SRC_WINDOW ? &shim_gs.src_window
+                                                                       : &shim_gs.src_daemon;
                 struct shim_lease l;
                 now = shim_gate_now();
                 bool same = hs == atomic_load(&shim_gs.cur_src) && shim_gate_lease_read(hs->page, &l) &&
@@ -728,6 +767,7 @@ static void gate_state_reset(void)
         bool learned = shim_gs.unit_learned;
         struct gs_arb_page *daemon_page = shim_gs.link.page;
         struct shim_local_state *local = shim_gs.local;
+        uint64_t window = atomic_load(&shim_gs.window);
         if (shim_gs.link.fd >= 0)
                 close(shim_gs.link.fd);
         shim_gs = fresh;
@@ -736,6 +776,9 @@ static void gate_state_reset(void)
         shim_gs.unit_learned = learned;
         shim_gs.link.page = daemon_page;
         shim_gs.local = local;
+        shim_local_forget_private();
+        atomic_store(&shim_gs.window, window);
+        shim_window_reset();
         t = (struct tls){ 0 };
         shim_gate_probe = false;
 }

@@ -15,12 +15,16 @@
  * (bounded) for room or for the next lease.
  *
  * Two sources of leases, one lease-page layout (struct gs_arb_page):
- *   DAEMON  <slice_dir>/compute, written by gpusliced's arbiter; the shim
+ *   DAEMON  the config's lease_page, written by gpusliced's arbiter; the shim
  *           asks with WANT and reports DONE over the daemon socket;
+ *   WINDOW  the daemon is gone (unreachable, stale heartbeat, restarted)
+ *           after it gave the slice an outage window: launches only in
+ *           that window of every period (shim_gate_window.c);
  *   LOCAL   a private one-slice arbiter (policy cap at the share) shared by
- *           the slice's processes through <slice_dir>/compute.local, used
- *           when there is no daemon_socket, the daemon is unreachable, its
- *           heartbeat is stale or its epoch changed.
+ *           the slice's processes through <slice_dir>/compute.local (or,
+ *           that file unusable, kept in this process alone), used when
+ *           there is no daemon_socket, or the daemon is gone before it
+ *           gave a window.
  * A small background thread per process (started on the first gated
  * launch) closes holds, measures their device time with CUDA events,
  * reports DONE, renews local leases and reconnects to the daemon. */
@@ -91,7 +95,7 @@ void shim_gate_futex_wake(_Atomic uint32_t *f);
 /* A source of leases: its lease page and the epoch the page must show. */
 struct shim_src {
         struct gs_arb_page *page;
-        int id; /* SRC_LOCAL or SRC_DAEMON (shim_gate.c) */
+        int id; /* SRC_LOCAL, SRC_DAEMON or SRC_WINDOW (shim_gate.c) */
         uint64_t epoch;
 };
 
@@ -117,6 +121,10 @@ struct shim_gate_cu {
         __typeof__(&cuStreamQuery) stream_query;
 };
 extern struct shim_gate_cu shim_gate_cu;
+/* Fills shim_gate_cu from the libcuda.so.1 already loaded (fields stay
+ * NULL when it is not, or lacks a symbol). Called once, under the hold
+ * lock, at the gate's start (shim_gate_hold.c). */
+void shim_gate_resolve_cu(void);
 
 /* ---- holds: what this process launched under one lease (shim_gate_hold.c) ---- */
 
@@ -161,8 +169,17 @@ void shim_hold_forget(CUcontext ctx, CUdevice dev);
 
 /* ---- the local arbiter (shim_gate_local.c) ---- */
 
-/* Maps (creating race-free) <slice_dir>/compute.local. 0 or -errno. */
+/* Maps (creating race-free) <slice_dir>/compute.local; when that file is
+ * unusable (a directory, another size or layout, garbage, no room), logs
+ * why and runs the same arbiter in this process's own memory instead
+ * (this process alone paced at the share: compute fails closed, never
+ * ungated). 0, or -errno only when even that cannot be set up. */
 int shim_local_attach(const struct gs_slice_conf *conf);
+/* True when the local arbiter is this process's private one. */
+bool shim_local_is_private(void);
+/* Fork child: a private arbiter is the parent's; forget it, so the child
+ * attaches compute.local afresh (it may be usable now). */
+void shim_local_forget_private(void);
 /* The local lease page (valid after attach). */
 struct gs_arb_page *shim_local_page(void);
 /* One arbiter step under the slice's local lock: `want` marks the slice
@@ -175,10 +192,29 @@ void shim_local_join(uint64_t gen);
  * the hold in the arbiter. */
 void shim_local_report(uint64_t gen, uint64_t busy, bool pending);
 
+/* ---- outage windows (shim_gate_window.c) ---- */
+
+/* Remembers the outage window the daemon's page `p` shows (NULL: no-op;
+ * a zero or malformed word: none). Logs a change. Any thread. */
+void shim_window_learn(const struct gs_arb_page *p);
+/* The private page the window leases are published on. */
+struct gs_arb_page *shim_window_page(void);
+/* Publishes the window current at `now`, or the next one, as a lease on
+ * shim_window_page() and fills *d (GRANTED with its span; IDLE when debt
+ * left nothing within reach). 0, or -ENODEV when no window is known. */
+int shim_window_tick(uint64_t now, struct gs_arb_decision *d);
+/* The measured device time of window hold `gen`: beyond the window it is
+ * debt, taken off the next windows (bounded). */
+void shim_window_report(uint64_t gen, uint64_t busy);
+/* Fork child: a fresh lock, no debt, nothing published; the window stays. */
+void shim_window_reset(void);
+
 /* ---- the daemon link (shim_gate_daemon.c) ---- */
 
-/* Connects, HELLO/WELCOME, maps <slice_dir>/compute and checks it. 0 when
- * the daemon can grant leases now, else -errno (nothing kept open). */
+/* Maps the config's `lease_page` after checking that it and its directory
+ * are the daemon's (owner and mode; a refusal is logged once), then
+ * connects, HELLO/WELCOME, and checks the page's epoch. 0 when the daemon
+ * can grant leases now, else -errno (nothing kept open but the page). */
 int shim_daemon_connect(const struct gs_slice_conf *conf);
 /* The daemon's page, or NULL when not connected. */
 struct gs_arb_page *shim_daemon_page(void);
@@ -236,7 +272,9 @@ struct shim_local_state; /* the mapped compute.local (shim_gate_local.c) */
  *        set-up) and the estimate of one launch's device time (the same
  *        kernels, the same device in the child);
  *   local, link.page              shared mappings of the slice's files,
- *        inherited as they are and still valid.
+ *        inherited as they are and still valid (a private local arbiter
+ *        is the parent's: forgotten);
+ *   window                        the outage window the daemon gave.
  * Outside it: shim_gate_on and shim_gate_cu (set once at start-up and
  * read-only after), and the per-thread state (this file's
  * shim_gate_probe, shim_gate.c's `t`; the fork child's one thread resets
@@ -258,14 +296,14 @@ struct shim_gate_state {
         /* Launches that entered the gate, for "nothing launched since the
          * last look". */
         _Atomic uint64_t entries;
-        struct shim_src src_local, src_daemon;
+        struct shim_src src_local, src_daemon, src_window;
 
         /* ---- waiting for a lease, talking to the daemon ---- */
         _Alignas(64) _Atomic uint64_t closed_key; /* daemon: hold this process reported DONE for */
         _Atomic uint64_t want_gen; /* daemon: WANT sent while the page showed this gen */
         _Atomic uint64_t launches; /* flushed per-thread launch counts */
         _Atomic int waiters;       /* threads waiting for a lease */
-        _Atomic bool local_failed; /* the local file is unusable: gate open */
+        _Atomic uint64_t window;   /* outage window (gs_arb_page.window; 0: none); survives fork */
         _Atomic bool told_pending; /* daemon: the last thing it heard was "pending" */
         const struct gs_slice_conf *conf; /* survives fork */
 

@@ -14,6 +14,7 @@
  * wrapped in a pair of events; its elapsed time (read without blocking by
  * the background thread) is one launch's device time, from which the gate
  * estimates how much work a thread has queued. */
+#include <dlfcn.h>
 #include <string.h>
 
 #include "shim.h"
@@ -368,4 +369,32 @@ void shim_hold_forget(CUcontext ctx, CUdevice dev)
         for (unsigned i = 0; i < hold->n_drains; i++)
                 forget_in(&hold->drains[i], ctx, dev);
         pthread_mutex_unlock(&hold->mu);
+}
+
+void shim_gate_resolve_cu(void)
+{
+        void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+        if (!h)
+                return;
+#define SYM(field, name, alt)                                                         \
+        do {                                                                          \
+                void *p_ = REAL_DLSYM(h, name);                                       \
+                if (!p_)                                                              \
+                        p_ = REAL_DLSYM(h, alt);                                      \
+                shim_gate_cu.field = (__typeof__(shim_gate_cu.field))p_;              \
+        } while (0)
+        SYM(event_create, "cuEventCreate", "cuEventCreate");
+        SYM(event_record, "cuEventRecord", "cuEventRecord");
+        SYM(event_sync, "cuEventSynchronize", "cuEventSynchronize");
+        SYM(elapsed, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+        SYM(event_destroy, "cuEventDestroy_v2", "cuEventDestroy");
+        SYM(ctx_get, "cuCtxGetCurrent", "cuCtxGetCurrent");
+        SYM(ctx_push, "cuCtxPushCurrent_v2", "cuCtxPushCurrent");
+        SYM(ctx_pop, "cuCtxPopCurrent_v2", "cuCtxPopCurrent");
+        SYM(is_capturing, "cuStreamIsCapturing", "cuStreamIsCapturing");
+        SYM(event_query, "cuEventQuery", "cuEventQuery");
+        SYM(stream_query, "cuStreamQuery", "cuStreamQuery");
+#undef SYM
+        /* dlopen took a reference; libcuda stays loaded anyway. */
+        dlclose(h);
 }

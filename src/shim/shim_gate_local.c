@@ -6,9 +6,11 @@
  * the arbiter, the reports owed for the current hold, and a lease page of
  * the same layout as the daemon's, which the gate reads the same way.
  *
- * Used when there is no daemon: the shim times the arbiter itself (the
- * launching threads and each process's background thread call
- * shim_local_tick). Private to the slice; never read by the daemon. */
+ * Used when there is no daemon and no outage window (shim_gate_window.c):
+ * the shim times the arbiter itself (the launching threads and each
+ * process's background thread call shim_local_tick). Private to the slice;
+ * never read by the daemon. When the file is unusable the same arbiter
+ * runs in the process's own memory (fails closed, never ungated). */
 #include <errno.h>
 #include <fcntl.h>
 #include <stddef.h>
@@ -81,10 +83,49 @@ static int init_state(struct shim_local_state *s, const struct gs_slice_conf *co
         return 0;
 }
 
+static int attach_shared(const struct gs_slice_conf *conf);
+
+/* The fallback when compute.local cannot be used: the same arbiter in this
+ * process's own memory (never shared, so nothing another process writes
+ * can open it). Static: it cannot fail to exist. */
+static struct shim_local_state private_state;
+
+bool shim_local_is_private(void)
+{
+        return shim_gs.local == &private_state;
+}
+
+/* compute.local is unusable: pace this process alone at the share. One
+ * process is held to the share exactly; several processes of the slice
+ * each get it (the file, which made them share one cap, is what broke). */
+static int attach_private(const struct gs_slice_conf *conf, int why)
+{
+        int r = init_state(&private_state, conf);
+        if (r < 0)
+                return r;
+        shim_gs.local = &private_state;
+        shim_log("compute: local enforcement unavailable (%s/%s: %s): this process paces its "
+                 "launches alone at %u milli (fails closed: never ungated)",
+                 conf->slice_dir, LOCAL_FILE, strerror(-why), conf->compute_milli);
+        return 0;
+}
+
 int shim_local_attach(const struct gs_slice_conf *conf)
 {
         if (shim_gs.local)
                 return 0;
+        int r = attach_shared(conf);
+        return r < 0 ? attach_private(conf, r) : 0;
+}
+
+void shim_local_forget_private(void)
+{
+        if (shim_local_is_private())
+                shim_gs.local = NULL;
+}
+
+static int attach_shared(const struct gs_slice_conf *conf)
+{
         struct shim_statefile f;
         int r = shim_statefile_open(conf->slice_dir, LOCAL_FILE, sizeof(struct shim_local_state), 0600,
                                     "compute", &f);
