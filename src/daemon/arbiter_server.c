@@ -464,11 +464,15 @@ static void conn_readable(struct daemon *d, struct arb_conn *c)
                         break;
                 }
                 c->in_len += (size_t)n;
-                if (c->in_len < sizeof(c->in))
+                if (c->in_len < sizeof(c->in)) {
+                        if (!c->frame_ms)
+                                c->frame_ms = node_now_ms(); /* arb_conns_tick's deadline */
                         continue;
+                }
                 struct gs_arb_msg msg;
                 int r = gs_arb_msg_decode(c->in, c->in_len, &msg);
                 c->in_len = 0;
+                c->frame_ms = 0;
                 if (r < 0) {
                         conn_refuse(c, -r, "malformed frame");
                         break;
@@ -484,14 +488,16 @@ static void conn_readable(struct daemon *d, struct arb_conn *c)
 void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t *buf, size_t len)
 {
         struct arbsrv *srv = d->arb;
+        char why[160] = "no arbiter";
         size_t slot = ARB_MAX_CONNS;
-        if (srv)
+        if (srv && arb_conn_admit(d, pid, uid, why, sizeof(why)) == 0)
                 for (slot = 0; slot < ARB_MAX_CONNS && srv->conns[slot]; slot++)
                         ;
         struct arb_conn *c = slot < ARB_MAX_CONNS ? calloc(1, sizeof(*c)) : NULL;
         if (!c) {
-                gs_log_warn("compute: shim pid %d refused: %s", (int)pid,
-                          srv ? "too many shim connections" : "no arbiter");
+                if (!srv || slot < ARB_MAX_CONNS) /* arb_conn_admit logs its own refusals */
+                        gs_log_warn("compute: shim pid %d refused: %s", (int)pid,
+                                    srv ? "out of memory" : why);
                 send_msg(fd, GS_ARB_MSG_ERROR, 0, srv ? EBUSY : ENOTSUP);
                 close(fd);
                 return;
@@ -499,6 +505,7 @@ void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t 
         c->aw = (struct arb_watch){ .w = { .fd = fd, .fn = on_event, .ctx = d }, .sub = ARB_CONN };
         c->pid = pid;
         c->uid = uid;
+        c->since_ms = node_now_ms();
         if (node_loop_watch(&d->loop, &c->aw.w, EPOLLIN | EPOLLRDHUP) < 0) {
                 close(fd);
                 free(c);
@@ -523,6 +530,8 @@ void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t 
                 else
                         on_msg(d, c, &msg, now);
         }
+        if (c->in_len)
+                c->frame_ms = c->since_ms;
         if (c->dead) {
                 conn_lost(srv, c, now);
                 conn_free(srv, c, &d->loop);
@@ -677,6 +686,15 @@ int arbsrv_init(struct daemon *d)
                 gs_log_error("compute: cannot set up the arbiter's timer: %s", strerror(-r));
                 if (fd >= 0)
                         close(fd);
+                free(srv->gpus);
+                free(srv);
+                return r;
+        }
+        r = node_loop_add_tick(&d->loop, arb_conns_tick, d);
+        if (r < 0) {
+                gs_log_error("compute: cannot add the connections' deadlines: %s", strerror(-r));
+                node_loop_unwatch(&d->loop, &srv->timer.w);
+                close(fd);
                 free(srv->gpus);
                 free(srv);
                 return r;

@@ -45,12 +45,20 @@ void arbsrv_slice_added(struct daemon *d, const struct gs_slice *s);
  * now), close its shims' connections, unmap its page. No-op when unknown. */
 void arbsrv_slice_removed(struct daemon *d, const char *id);
 
+/* True when process pid, connecting as uid, belongs to a slice the
+ * arbiter serves (arb_member_of_pid, with the slice's uid or root): it may
+ * take the connections kept for slices' processes. False without the
+ * service. */
+bool arbsrv_pid_in_slice(struct daemon *d, pid_t pid, uid_t uid);
+
 /* True when `buf` starts with the GSAR magic (a shim, not the local API). */
 bool arbsrv_is_gsar(const uint8_t *buf, size_t len);
 
 /* Take over a connection whose first frame is GSAR: `fd` (owned from now
  * on; closed on failure), its peer credentials and the bytes read so far
- * (copied). */
+ * (copied). A connection over the limits (arbiter_server_int.h: per uid,
+ * the slots kept for root and slices' processes) is answered ERROR EBUSY
+ * and closed. */
 void arbsrv_adopt(struct daemon *d, int fd, pid_t pid, uid_t uid, const uint8_t *buf, size_t len);
 
 /* The slice's compute record for `gpuslice ls` and `gpuslice top`, when

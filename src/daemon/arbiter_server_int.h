@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpusliced's compute arbiter service, inside: the state shared by
- * arbiter_server.c (pages, connections, timer) and arbiter_members.c (which
- * slice a connecting process belongs to). Not for other files. */
+ * arbiter_server.c (pages, connections, timer), arbiter_members.c (which
+ * slice a connecting process belongs to) and arbiter_conns.c (connection
+ * limits). Not for other files. */
 #ifndef GS_DAEMON_ARBITER_SERVER_INT_H
 #define GS_DAEMON_ARBITER_SERVER_INT_H
 
@@ -18,6 +19,19 @@
 #define ARB_MAX_CONNS 1024                 /* shim connections (all slices) */
 #define ARB_SAMPLES 21                     /* charge samples: one second of beats */
 #define ARB_PID_DEPTH 64                   /* parent chain walked to find a slice */
+/* Connection limits (arbiter_conns.c): a new connection must say HELLO,
+ * and a frame once begun must complete, within 5 s; a verified one with no
+ * frame pending stays as long as its process. Per non-root uid: at most
+ * ARB_MAX_CONNS_PER_UID connections, ARB_MAX_UNVERIFIED_PER_UID of them
+ * before HELLO; the last ARB_RESERVED_CONNS slots only for root and
+ * slices' processes; past ARB_MAX_UNVERIFIED silent connections in all,
+ * the oldest is cut off for a newcomer. */
+#define ARB_HELLO_DEADLINE_MS 5000
+#define ARB_FRAME_DEADLINE_MS 5000
+#define ARB_MAX_CONNS_PER_UID 256
+#define ARB_MAX_UNVERIFIED_PER_UID 8
+#define ARB_MAX_UNVERIFIED 64
+#define ARB_RESERVED_CONNS 64
 
 enum arb_sub { ARB_TIMER, ARB_CONN };
 
@@ -61,6 +75,8 @@ struct arb_conn {
         bool hello, pending, owes, dead;
         uint8_t in[GS_ARB_MSG_SIZE];
         size_t in_len;
+        int64_t since_ms;       /* adopted (node_now_ms) */
+        int64_t frame_ms;       /* first byte of an incomplete frame, 0 if none */
 };
 
 struct arb_gpu {
@@ -97,5 +113,16 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
  * GS_ARB_WINDOW_PERIOD_NS. Called after every change of g's members or
  * shares; writes only the members' pages. */
 void arb_windows_assign(struct arb_gpu *g);
+
+/* May a new shim connection from pid/uid take a slot (the limits above)?
+ * 0, possibly after cutting off the oldest silent connection; or -EBUSY
+ * with the reason in why (logged, at most a line a second). With d->arb
+ * set. */
+int arb_conn_admit(struct daemon *d, pid_t pid, uid_t uid, char *why, size_t why_size);
+
+/* The event loop's tick (node_tick_fn, ctx: the daemon): cut off
+ * connections past their HELLO or frame deadline with ERROR ETIMEDOUT;
+ * returns milliseconds until the next deadline, or -1. */
+int arb_conns_tick(void *ctx, int64_t now_ms);
 
 #endif /* GS_DAEMON_ARBITER_SERVER_INT_H */

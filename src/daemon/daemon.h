@@ -27,8 +27,10 @@
 #define DAEMON_DIR_MAX 1024           /* longest state directory */
 #define DAEMON_PATH_MAX 1200          /* state directory + a file inside */
 #define DAEMON_MAX_CONNS 128          /* simultaneous client connections */
+#define DAEMON_MAX_CONNS_PER_UID 32   /* of them from one non-root uid */
+#define DAEMON_RESERVED_CONNS 16      /* the last ones: root and slices' processes only */
 #define DAEMON_FRAME_DEADLINE_MS 5000 /* a started frame must complete within */
-#define DAEMON_IDLE_MS 120000         /* an idle connection is closed after */
+#define DAEMON_IDLE_MS 30000          /* an idle connection is closed after */
 #define DAEMON_MAX_OUT (4u << 20)     /* unsent reply bytes per connection */
 
 /* A slice's process, followed through its pidfd. */

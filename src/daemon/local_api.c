@@ -8,6 +8,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
@@ -262,6 +263,60 @@ static void conn_readable(struct daemon *d, struct conn *c)
         conn_flush(d, c);
 }
 
+/* May a new connection from uid (process pid) take a slot? At most
+ * DAEMON_MAX_CONNS_PER_UID from one non-root uid, and the last
+ * DAEMON_RESERVED_CONNS are kept for root and slices' processes (a shim
+ * comes in here before its first frame says GSAR), so that no flood of
+ * other users' connections locks them out. True, or false with the reason
+ * in why. */
+static bool admit(struct daemon *d, uid_t uid, pid_t pid, char *why, size_t why_size)
+{
+        size_t total = 0, mine = 0;
+        for (size_t i = 0; i < DAEMON_MAX_CONNS; i++)
+                if (d->conns[i]) {
+                        total++;
+                        mine += d->conns[i]->uid == uid;
+                }
+        if (total >= DAEMON_MAX_CONNS) {
+                snprintf(why, why_size, "too many connections (%d open)", DAEMON_MAX_CONNS);
+                return false;
+        }
+        if (uid == 0)
+                return true;
+        if (mine >= DAEMON_MAX_CONNS_PER_UID) {
+                snprintf(why, why_size, "too many connections from uid %u (%zu open, at most %d per user)",
+                         (unsigned)uid, mine, DAEMON_MAX_CONNS_PER_UID);
+                return false;
+        }
+        if (total >= DAEMON_MAX_CONNS - DAEMON_RESERVED_CONNS &&
+            !arbsrv_pid_in_slice(d, pid, uid)) {
+                snprintf(why, why_size, "too many connections (the last %d are kept for root and "
+                         "slices' processes)", DAEMON_RESERVED_CONNS);
+                return false;
+        }
+        return true;
+}
+
+/* A refusal is logged at most once a second (a flood would fill the log),
+ * with the number of refusals since the last line. */
+static void log_refusal(pid_t pid, uid_t uid, const char *why)
+{
+        static int64_t last_ms;
+        static unsigned quiet;
+        int64_t now = now_ms();
+        if (last_ms && now - last_ms < 1000) {
+                quiet++;
+                return;
+        }
+        if (quiet)
+                gs_log_warn("connection from pid %d uid %u refused: %s (and %u more in the last %lld ms)",
+                            (int)pid, (unsigned)uid, why, quiet, (long long)(now - last_ms));
+        else
+                gs_log_warn("connection from pid %d uid %u refused: %s", (int)pid, (unsigned)uid, why);
+        last_ms = now;
+        quiet = 0;
+}
+
 static void on_accept(struct node_watch *w, uint32_t events)
 {
         struct daemon *d = w->ctx;
@@ -275,14 +330,17 @@ static void on_accept(struct node_watch *w, uint32_t events)
         struct ucred cred;
         socklen_t cl = sizeof(cred);
         struct conn *c = NULL;
-        if (slot == DAEMON_MAX_CONNS || getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) < 0 ||
+        char why[160] = "out of memory";
+        bool known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0;
+        if (!known)
+                snprintf(why, sizeof(why), "no peer credentials");
+        if (!known || !admit(d, cred.uid, cred.pid, why, sizeof(why)) ||
             !(c = calloc(1, sizeof(*c))) ||
             !(c->in = malloc(GS_PROTO_HEADER_SIZE + GS_PROTO_MAX_REQUEST))) {
-                if (slot == DAEMON_MAX_CONNS)
-                        gs_log_warn("connection refused: %d connections open", DAEMON_MAX_CONNS);
+                log_refusal(known ? cred.pid : 0, known ? cred.uid : (uid_t)-1, why);
                 uint8_t *frame = NULL;
                 size_t len = 0;
-                if (gs_proto_error_frame(-EBUSY, "too many connections", &frame, &len) == 0)
+                if (gs_proto_error_frame(-EBUSY, why, &frame, &len) == 0)
                         (void)!send(fd, frame, len, MSG_NOSIGNAL | MSG_DONTWAIT);
                 gs_free(frame);
                 if (c)
