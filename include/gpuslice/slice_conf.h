@@ -15,6 +15,9 @@
  *                  default 0)
  *   slice_dir      directory of the slice's shared accounting (required)
  *   daemon_socket  the daemon's unix socket (optional)
+ *   lease_page     the daemon's lease page for the slice, in a directory
+ *                  the daemon owns (optional; without it the shim takes no
+ *                  leases from the daemon)
  * Unknown keys, duplicates, bad values: the whole file is rejected. */
 #ifndef GS_SLICE_CONF_H
 #define GS_SLICE_CONF_H
@@ -42,6 +45,7 @@ struct gs_slice_conf {
         uint64_t context_overhead;
         char slice_dir[GS_PATH_MAX];
         char daemon_socket[GS_PATH_MAX];   /* "" when absent */
+        char lease_page[GS_PATH_MAX];      /* "" when absent */
 };
 
 #endif /* GS_SLICE_CONF_H */

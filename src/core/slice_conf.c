@@ -29,6 +29,7 @@ enum conf_key {
         KEY_CONTEXT_OVERHEAD,
         KEY_SLICE_DIR,
         KEY_DAEMON_SOCKET,
+        KEY_LEASE_PAGE,
         KEY_COUNT,
 };
 
@@ -45,6 +46,7 @@ static const struct {
         [KEY_CONTEXT_OVERHEAD] = { "context_overhead", false },
         [KEY_SLICE_DIR] = { "slice_dir", true },
         [KEY_DAEMON_SOCKET] = { "daemon_socket", false },
+        [KEY_LEASE_PAGE] = { "lease_page", false },
 };
 
 /* Values are shown in messages; keep them short and printable. */
@@ -178,6 +180,13 @@ static int set_key(struct gs_slice_conf *c, enum conf_key k, unsigned line, cons
                 memcpy(c->daemon_socket, v, n);
                 c->daemon_socket[n] = '\0';
                 return 0;
+        case KEY_LEASE_PAGE:
+                if (!valid_abs_path(v, n, sizeof(c->lease_page)) || v[n - 1] == '/')
+                        return bad_value(err, line, name, v, n,
+                                         "accepted: the absolute path of a file");
+                memcpy(c->lease_page, v, n);
+                c->lease_page[n] = '\0';
+                return 0;
         case KEY_COUNT:
                 break;
         }
@@ -248,7 +257,7 @@ int gs_slice_conf_parse(const char *text, size_t len, struct gs_slice_conf *ret,
                         return gs_error_set(err, -EINVAL,
                                             "slice config line %u: unknown key '%s' (accepted: version, "
                                             "slice, gpu_uuid, memory_limit, compute_milli, policy, "
-                                            "context_overhead, slice_dir, daemon_socket)",
+                                            "context_overhead, slice_dir, daemon_socket, lease_page)",
                                             line, shown);
                 }
                 if (seen[k])
@@ -332,13 +341,16 @@ int gs_slice_conf_format(const struct gs_slice_conf *conf, char *buf, size_t siz
                          "policy = %s\n"
                          "context_overhead = %llu\n"
                          "slice_dir = %s\n"
+                         "%s%s%s"
                          "%s%s%s",
                          conf->version, conf->slice, conf->gpu_uuid,
                          (unsigned long long)conf->memory_limit, conf->compute_milli,
                          gs_compute_policy_name(conf->policy),
                          (unsigned long long)conf->context_overhead, conf->slice_dir,
                          conf->daemon_socket[0] ? "daemon_socket = " : "", conf->daemon_socket,
-                         conf->daemon_socket[0] ? "\n" : "");
+                         conf->daemon_socket[0] ? "\n" : "",
+                         conf->lease_page[0] ? "lease_page = " : "", conf->lease_page,
+                         conf->lease_page[0] ? "\n" : "");
         if (n < 0)
                 return gs_error_set(err, -EINVAL, "slice config: cannot format");
         if ((size_t)n >= size)

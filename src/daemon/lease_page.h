@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* The lease page of one slice, daemon side: the file <slice_dir>/compute
- * (include/gpuslice/arbiter_proto.h), created by gpusliced mode 0444 and
- * written only through the daemon's own shared mapping (seqlock lease,
- * epoch, heartbeat, futex wake of waiting shim threads). */
+/* The lease page of one slice, daemon side: the file
+ * <state>/pages/<id>/compute (include/gpuslice/arbiter_proto.h), in a
+ * directory only the daemon may write (never the tenant's slice
+ * directory: a tenant there could replace the page with its own), created
+ * by gpusliced mode 0444 and written only through the daemon's own shared
+ * mapping (seqlock lease, epoch, heartbeat, futex wake of waiting shim
+ * threads). The slice config names it (`lease_page`). */
 #ifndef GS_DAEMON_LEASE_PAGE_H
 #define GS_DAEMON_LEASE_PAGE_H
 
@@ -18,7 +21,7 @@ struct lease_page {
 
 #define LEASE_PAGE_INIT { .fd = -1, .p = NULL }
 
-/* Create `<dir>/compute`, or take over the page a previous daemon left
+/* Create `<dir>/compute` (dir: the slice's page directory), or take over the page a previous daemon left
  * there (kept in place, so shims that have it mapped see the change):
  * either way it shows no lease, this daemon's `epoch`, a fresh heartbeat
  * and the slice's identity (`id`, `milli`, `policy`, `quantum_ns`). The

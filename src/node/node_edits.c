@@ -78,6 +78,11 @@ int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                          * tenant can unlink the socket or bind its own. */
                         node_socket_dir(n, path, sizeof(path));
                         r |= add_mount(&e, NODE_CONTAINER_DAEMON_DIR, path, true);
+                        /* The lease page's directory, read-only: the
+                         * tenant may read its leases, never forge them
+                         * (docs/internals/trust.md). */
+                        node_page_dir_path(n, s->id, path, sizeof(path));
+                        r |= add_mount(&e, NODE_CONTAINER_LEASE_DIR, path, true);
                 }
         }
         r |= add_env(&e, "GPUSLICE_SLICE", s->id);

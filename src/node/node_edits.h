@@ -17,6 +17,8 @@
 /* Where things appear inside a container of a slice. */
 #define NODE_CONTAINER_CONF GS_SLICE_CONF_DEFAULT_PATH
 #define NODE_CONTAINER_SLICE_DIR "/run/gpuslice/slice"
+/* The slice's page directory (<state>/pages/<id>), read-only. */
+#define NODE_CONTAINER_LEASE_DIR "/run/gpuslice/lease"
 #define NODE_CONTAINER_SHIM "/usr/lib/gpuslice/libgpuslice.so"
 #define NODE_CONTAINER_PRELOAD "/etc/ld.so.preload"
 /* The daemon's socket DIRECTORY is mounted here (never the socket file: a
@@ -24,7 +26,7 @@
 #define NODE_CONTAINER_DAEMON_DIR "/run/gpuslice/daemon"
 
 #define NODE_EDITS_MAX_ENVS 6
-#define NODE_EDITS_MAX_MOUNTS 6
+#define NODE_EDITS_MAX_MOUNTS 7
 #define NODE_EDIT_VALUE_MAX (GS_SLICE_MAX_GPUS * GS_GPU_UUID_MAX)
 
 struct node_env {
@@ -52,7 +54,8 @@ struct node_edits {
  * shim slice also GPUSLICE_CONFIG, its config (read-only) and directory
  * (read-write), the shim and ld.so.preload (read-only, when the node has a
  * shim path) and the directory of the daemon's socket (when it has one) at
- * NODE_CONTAINER_DAEMON_DIR, read-only; CDI names when the node has a CDI kind. 0, or
+ * NODE_CONTAINER_DAEMON_DIR, read-only, with the slice's page directory
+ * at NODE_CONTAINER_LEASE_DIR, read-only; CDI names when the node has a CDI kind. 0, or
  * -ENAMETOOLONG. */
 int node_container_edits_locked(const struct node *n, const struct gs_slice *s,
                                 struct node_edits *ret);

@@ -11,6 +11,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <gpuslice/arbiter_proto.h>
+
 #include "atomic_file.h"
 #include "log.h"
 #include "macro.h"
@@ -28,6 +30,11 @@ void node_conf_path(const struct node *n, const char *id, char *buf, size_t size
 void node_slice_dir_path(const struct node *n, const char *id, char *buf, size_t size)
 {
         snprintf(buf, size, "%s/slices/%s", n->state_dir, id);
+}
+
+void node_page_dir_path(const struct node *n, const char *id, char *buf, size_t size)
+{
+        snprintf(buf, size, "%s/pages/%s", n->state_dir, id);
 }
 
 void node_preload_path(const struct node *n, char *buf, size_t size)
@@ -49,7 +56,7 @@ static int write_preload(struct node *n, const char *container_shim, struct gs_e
 
 int node_files_init(struct node *n, struct gs_error **err)
 {
-        static const char *const subs[] = { "conf", "slices" };
+        static const char *const subs[] = { "conf", "slices", "pages" };
         for (size_t i = 0; i < GS_ARRAY_SIZE(subs); i++) {
                 char path[NODE_PATH_MAX];
                 snprintf(path, sizeof(path), "%s/%s", n->state_dir, subs[i]);
@@ -87,16 +94,47 @@ static int slice_conf_of(const struct node *n, const struct gs_slice *s,
         if (gs_slice_in_container(s)) {
                 snprintf(c.slice_dir, sizeof(c.slice_dir), "%s", NODE_CONTAINER_SLICE_DIR);
                 node_container_socket_path(n, c.daemon_socket, sizeof(c.daemon_socket));
+                snprintf(c.lease_page, sizeof(c.lease_page), "%s/%s", NODE_CONTAINER_LEASE_DIR,
+                         GS_ARB_PAGE_FILE);
         } else {
                 node_slice_dir_path(n, s->id, c.slice_dir, sizeof(c.slice_dir));
                 snprintf(c.daemon_socket, sizeof(c.daemon_socket), "%s", n->daemon_socket);
+                char dir[NODE_PATH_MAX];
+                node_page_dir_path(n, s->id, dir, sizeof(dir));
+                snprintf(c.lease_page, sizeof(c.lease_page), "%s/%s", dir, GS_ARB_PAGE_FILE);
         }
+        /* Without a daemon there are no leases, and so no page to name. */
+        if (!c.daemon_socket[0])
+                c.lease_page[0] = '\0';
         int pos = node_gpu_position_locked(n, s->gpus[0].uuid);
         if (pos >= 0)
                 c.context_overhead = n->inv.gpus[pos].context_overhead;
         if (c.memory_limit == 0)
                 return gs_error_set(err, -EINVAL, "slice %s: no memory cap", s->id);
         *ret = c;
+        return 0;
+}
+
+/* The slice's page directory, <state>/pages/<id>: the daemon's, 0755, so
+ * that the lease page in it can be read by the slice's processes but not
+ * replaced by them (the slice directory is theirs). Never through a link. */
+static int write_page_dir(const struct node *n, const struct gs_slice *s, struct gs_error **err)
+{
+        char dir[NODE_PATH_MAX];
+        node_page_dir_path(n, s->id, dir, sizeof(dir));
+        if (mkdir(dir, NODE_PAGE_DIR_MODE) < 0 && errno != EEXIST)
+                return gs_error_set(err, errno == ENOSPC || errno == EDQUOT ? -EIO : -errno,
+                                    "cannot create page directory %s: %s", dir, strerror(errno));
+        _cleanup_close_ int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+        struct stat st;
+        if (fd < 0 || fstat(fd, &st) < 0)
+                return gs_error_set(err, -errno, "cannot open page directory %s: %s", dir,
+                                    strerror(errno));
+        if (st.st_uid != geteuid())
+                return gs_error_set(err, -EPERM, "page directory %s is owned by uid %u, not by "
+                                    "the daemon's user", dir, (unsigned)st.st_uid);
+        if ((st.st_mode & 07777) != NODE_PAGE_DIR_MODE && fchmod(fd, NODE_PAGE_DIR_MODE) < 0)
+                return gs_error_set(err, -errno, "cannot chmod %s: %s", dir, strerror(errno));
         return 0;
 }
 
@@ -127,6 +165,8 @@ static int write_dir(const struct node *n, const struct gs_slice *s, struct gs_e
 int node_files_write_slice(struct node *n, const struct gs_slice *s, struct gs_error **err)
 {
         int r = write_dir(n, s, err);
+        if (r >= 0)
+                r = write_page_dir(n, s, err);
         if (r < 0)
                 return r;
         struct gs_slice_conf c;
@@ -154,6 +194,10 @@ bool node_files_slice_ok(struct node *n, const struct gs_slice *s)
         node_slice_dir_path(n, s->id, path, sizeof(path));
         if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode))
                 return false;
+        node_page_dir_path(n, s->id, path, sizeof(path));
+        if (lstat(path, &st) < 0 || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+            (st.st_mode & 07777) != NODE_PAGE_DIR_MODE)
+                return false;
         struct gs_slice_conf want, have;
         node_conf_path(n, s->id, path, sizeof(path));
         /* Read back as a state file: a link, FIFO or device there is not
@@ -170,7 +214,8 @@ bool node_files_slice_ok(struct node *n, const struct gs_slice *s)
                want.compute_milli == have.compute_milli && want.policy == have.policy &&
                want.context_overhead == have.context_overhead &&
                strcmp(want.slice_dir, have.slice_dir) == 0 &&
-               strcmp(want.daemon_socket, have.daemon_socket) == 0;
+               strcmp(want.daemon_socket, have.daemon_socket) == 0 &&
+               strcmp(want.lease_page, have.lease_page) == 0;
 }
 
 /* Remove the files in dir (one level: the shim makes no subdirectories),
@@ -201,6 +246,8 @@ void node_files_remove_slice(struct node *n, const char *id)
         if (unlink(path) < 0 && errno != ENOENT)
                 gs_log_warn("cannot remove %s: %m", path);
         node_slice_dir_path(n, id, path, sizeof(path));
+        remove_dir(path);
+        node_page_dir_path(n, id, path, sizeof(path));
         remove_dir(path);
 }
 
@@ -249,5 +296,6 @@ static int remove_unrecorded(struct node *n, const char *sub, bool conf)
 
 int node_files_remove_orphans(struct node *n)
 {
-        return remove_unrecorded(n, "conf", true) + remove_unrecorded(n, "slices", false);
+        return remove_unrecorded(n, "conf", true) + remove_unrecorded(n, "slices", false) +
+               remove_unrecorded(n, "pages", false);
 }

@@ -6,10 +6,13 @@
  *   <state>/conf/<id>.conf     a shim slice's config, root's, 0444; mounted
  *                              read-only into containers
  *   <state>/slices/<id>/       a shim slice's directory (the shim's shared
- *                              books, the lease page), mounted read-write:
+ *                              books, compute.local), mounted read-write:
  *                                local slice: 0700, owned by the slice's uid
  *                                Kubernetes:  0777 (the container's uid is
  *                                             not known to the node)
+ *   <state>/pages/<id>/        the daemon's, 0755: the slice's lease page
+ *                              (`compute`, 0444), which the slice's processes
+ *                              may read, never replace; mounted read-only
  *   <state>/ld.so.preload      names the container path of the shim, 0644;
  *                              mounted over /etc/ld.so.preload
  *
@@ -32,10 +35,13 @@ struct node;
 #define NODE_PRELOAD_MODE 0644
 #define NODE_LOCAL_DIR_MODE 0700
 #define NODE_KUBE_DIR_MODE 0777
+#define NODE_PAGE_DIR_MODE 0755
 
-/* Host paths of a slice's config and directory, and of ld.so.preload. */
+/* Host paths of a slice's config, directory and page directory, and of
+ * ld.so.preload. */
 void node_conf_path(const struct node *n, const char *id, char *buf, size_t size);
 void node_slice_dir_path(const struct node *n, const char *id, char *buf, size_t size);
+void node_page_dir_path(const struct node *n, const char *id, char *buf, size_t size);
 void node_preload_path(const struct node *n, char *buf, size_t size);
 
 /* Make the layout's directories under n->state_dir (which exists) and,
@@ -43,16 +49,16 @@ void node_preload_path(const struct node *n, char *buf, size_t size);
  * path in containers. */
 int node_files_init(struct node *n, struct gs_error **err);
 
-/* Write a shim slice's directory (mode and owner by its kind, see above)
- * and its config. 0 or a negative errno with *err. */
+/* Write a shim slice's directory (mode and owner by its kind, see above),
+ * its page directory and its config. 0 or a negative errno with *err. */
 int node_files_write_slice(struct node *n, const struct gs_slice *s, struct gs_error **err);
 
 /* Whether a shim slice's config holds what the ledger says and its
- * directory exists. */
+ * directory and page directory (the daemon's, NODE_PAGE_DIR_MODE) exist. */
 bool node_files_slice_ok(struct node *n, const struct gs_slice *s);
 
-/* Remove a slice's config and its directory (one level of files, which the
- * shim created). Best effort, logged; a missing file is not an error. */
+/* Remove a slice's config, its directory and its page directory (one level
+ * of files each). Best effort, logged; a missing file is not an error. */
 void node_files_remove_slice(struct node *n, const char *id);
 
 /* Remove configs and slice directories no slice of the ledger names.

@@ -9,6 +9,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include <gpuslice/nvml.h>
 #include <gpuslice/slice_conf.h>
@@ -79,6 +80,15 @@ enum shim_mode shim_init(void);
 bool shim_nvml_init(void);
 /* The slice config (valid in SHIM_MODE_SLICE). */
 extern struct gs_slice_conf shim_conf;
+/* The uid that owns the slice config: root, this process's euid, or root
+ * seen from a user namespace (see shim_uid_trusted). It is the daemon's
+ * user for what the daemon gives the slice to read. Set once at start-up. */
+extern uid_t shim_conf_uid;
+/* Whether a file or directory open on fd and owned by uid may be trusted
+ * as the daemon's: uid is root or shim_conf_uid, or the overflow uid
+ * (65534, root seen from a user namespace) on a read-only mount. The
+ * caller checks the mode. Thread-safe; no allocation. */
+bool shim_uid_trusted(int fd, uid_t uid);
 
 /* The fail-closed answer of every hooked CUDA entry. */
 #define SHIM_FAIL_CLOSED_CU CUDA_ERROR_NOT_INITIALIZED

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The gate's link to gpusliced's arbiter: the GSAR frames on the daemon's
  * unix socket (HELLO/WELCOME, WANT, DONE; the daemon may send ERROR) and
- * the read-only lease page <slice_dir>/compute. Everything here is slow
+ * the read-only lease page the config names (`lease_page`, in a directory
+ * only the daemon may write), checked for owner and mode. Everything here is slow
  * path: called when a thread has no lease, and from the background thread.
  * Every call is bounded (socket timeouts of 200 ms, non-blocking reads). */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -33,30 +35,109 @@ uint64_t shim_daemon_epoch(void)
         return atomic_load_explicit(&dl->epoch, memory_order_relaxed);
 }
 
+/* Logged once per reason: the link is retried every 500 ms. */
+static _Atomic int page_refused_logged;
+
+static int page_refuse(const char *path, int r, const char *fmt, ...)
+        __attribute__((format(printf, 3, 4)));
+
+static int page_refuse(const char *path, int r, const char *fmt, ...)
+{
+        if (atomic_exchange(&page_refused_logged, -r) == -r)
+                return r;
+        char why[256];
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, sizeof(why), fmt, ap);
+        va_end(ap);
+        shim_log("compute: lease page %s refused: %s; no leases from the daemon, launches are "
+                 "gated locally",
+                 path, why);
+        return r;
+}
+
+/* The directory of the page and the page itself must be the daemon's: owned
+ * by root or the config's owner (shim_uid_trusted) and writable by neither
+ * group nor others, so that no tenant can replace the page or write a lease
+ * into it (docs/internals/trust.md). A page in the tenant's slice directory
+ * was exactly that hole. The final name is opened without following a
+ * link, relative to the checked directory. Returns the page's fd or
+ * -errno (logged). */
+static int page_open(const char *path)
+{
+        char dir[GS_PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        if (!slash || !slash[1] || (size_t)(slash - path) >= sizeof(dir))
+                return page_refuse(path, -EINVAL, "not the path of a file");
+        size_t n = slash == path ? 1 : (size_t)(slash - path);
+        memcpy(dir, path, n);
+        dir[n] = '\0';
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat ds, sb;
+        if (dfd < 0 || fstat(dfd, &ds) < 0) {
+                int r = -errno;
+                if (dfd >= 0)
+                        close(dfd);
+                return page_refuse(path, r, "its directory cannot be opened: %s",
+                                   strerror(-r));
+        }
+        if (!shim_uid_trusted(dfd, ds.st_uid)) {
+                close(dfd);
+                return page_refuse(path, -EPERM,
+                                   "its directory is owned by uid %u, expected root or uid %u "
+                                   "(the config's owner)",
+                                   (unsigned)ds.st_uid, (unsigned)shim_conf_uid);
+        }
+        if (ds.st_mode & (S_IWGRP | S_IWOTH)) {
+                close(dfd);
+                return page_refuse(path, -EPERM,
+                                   "its directory has mode %04o: others could replace the page",
+                                   (unsigned)(ds.st_mode & 07777));
+        }
+        int pfd = openat(dfd, slash + 1, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        int e = errno;
+        close(dfd);
+        if (pfd < 0)
+                return page_refuse(path, -e, "cannot open it: %s", strerror(e));
+        int r = 0;
+        if (fstat(pfd, &sb) < 0)
+                r = page_refuse(path, -errno, "cannot stat it");
+        else if (!S_ISREG(sb.st_mode))
+                r = page_refuse(path, -EINVAL, "not a regular file (type %o)",
+                                (unsigned)(sb.st_mode & S_IFMT));
+        else if (!shim_uid_trusted(pfd, sb.st_uid))
+                r = page_refuse(path, -EPERM,
+                                "owned by uid %u, expected root or uid %u (the config's owner)",
+                                (unsigned)sb.st_uid, (unsigned)shim_conf_uid);
+        else if (sb.st_mode & (S_IWGRP | S_IWOTH))
+                r = page_refuse(path, -EPERM, "mode %04o: others could write leases into it",
+                                (unsigned)(sb.st_mode & 07777));
+        else if ((uint64_t)sb.st_size < sizeof(struct gs_arb_page))
+                r = page_refuse(path, -EPROTO, "%llu bytes, too short",
+                                (unsigned long long)sb.st_size);
+        if (r < 0) {
+                close(pfd);
+                return r;
+        }
+        return pfd;
+}
+
+/* Maps the daemon's lease page named by the config (once; kept). Without a
+ * `lease_page` the daemon cannot be trusted for leases: a page looked for
+ * in the tenant's slice directory could be the tenant's own. */
 static int map_page(const struct gs_slice_conf *conf)
 {
         struct shim_link_state *dl = &shim_gs.link;
         if (dl->page)
                 return 0;
-        char path[GS_PATH_MAX + 32];
-        int n = snprintf(path, sizeof(path), "%s/%s", conf->slice_dir, GS_ARB_PAGE_FILE);
-        if (n < 0 || (size_t)n >= sizeof(path))
-                return -ENAMETOOLONG;
-        int pfd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+        if (!conf->lease_page[0])
+                return page_refuse("(none)", -ENOENT,
+                                   "the config names no lease_page (a daemon-owned page)");
+        int pfd = page_open(conf->lease_page);
         if (pfd < 0)
-                return -errno;
-        struct stat sb;
-        int r = 0;
-        if (fstat(pfd, &sb) < 0)
-                r = -errno;
-        else if ((uint64_t)sb.st_size < sizeof(struct gs_arb_page))
-                r = -EPROTO;
-        void *m = MAP_FAILED;
-        if (r == 0) {
-                m = mmap(NULL, sizeof(struct gs_arb_page), PROT_READ, MAP_SHARED, pfd, 0);
-                if (m == MAP_FAILED)
-                        r = -errno;
-        }
+                return pfd;
+        void *m = mmap(NULL, sizeof(struct gs_arb_page), PROT_READ, MAP_SHARED, pfd, 0);
+        int r = m == MAP_FAILED ? -errno : 0;
         close(pfd);
         if (r < 0)
                 return r;
@@ -66,6 +147,7 @@ static int map_page(const struct gs_slice_conf *conf)
                 munmap(m, sizeof(struct gs_arb_page));
                 return -EPROTO;
         }
+        atomic_store(&page_refused_logged, 0);
         dl->page = p;
         return 0;
 }
@@ -93,6 +175,11 @@ int shim_daemon_connect(const struct gs_slice_conf *conf)
         struct shim_link_state *dl = &shim_gs.link;
         if (!conf->daemon_socket[0])
                 return -ENOTCONN;
+        /* The page first: a daemon whose page cannot be trusted is not
+         * talked to at all. */
+        int pr = map_page(conf);
+        if (pr < 0)
+                return pr;
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         if (strlen(conf->daemon_socket) >= sizeof(sa.sun_path))
                 return -ENAMETOOLONG;
@@ -129,8 +216,6 @@ int shim_daemon_connect(const struct gs_slice_conf *conf)
                 r = gs_arb_msg_decode(buf, got, &m);
         if (r == 0 && m.type != GS_ARB_MSG_WELCOME)
                 r = m.type == GS_ARB_MSG_ERROR && m.value > 0 && m.value < 4096 ? -(int)m.value : -EPROTO;
-        if (r == 0)
-                r = map_page(conf);
         if (r == 0 && atomic_load_explicit(&dl->page->epoch, memory_order_acquire) != m.value)
                 r = -ESTALE;
         if (r < 0) {

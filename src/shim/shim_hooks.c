@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "shim.h"
@@ -18,6 +19,7 @@
 void *shim_real[SHIM_H_COUNT];
 struct shim_extra shim_x;
 struct gs_slice_conf shim_conf;
+uid_t shim_conf_uid;
 __thread int shim_depth __attribute__((tls_model("initial-exec")));
 
 void *const shim_wrapper[SHIM_H_COUNT] = {
@@ -81,10 +83,71 @@ static void *lib_open(const char *name)
 #define SHIM_CONF_DEFAULT_PATH GS_SLICE_CONF_DEFAULT_PATH
 #endif
 
+/* Root's files seen from inside a user namespace that does not map root
+ * (the kernel's default overflowuid). */
+#define SHIM_OVERFLOW_UID 65534
+
+static bool on_read_only_mount(int fd)
+{
+        struct statvfs vfs;
+        return fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
+}
+
+/* Whether `uid` may own a config the slice obeys: root (a root daemon's),
+ * this process's euid (hand-written configs, a user-mode daemon's: a
+ * tenant can only limit itself with those, as by not preloading at all),
+ * or root seen from a user namespace (the overflow uid), only on a
+ * read-only mount. */
+static bool conf_uid_ok(int fd, uid_t uid)
+{
+        return uid == 0 || uid == geteuid() || (uid == SHIM_OVERFLOW_UID && on_read_only_mount(fd));
+}
+
+bool shim_uid_trusted(int fd, uid_t uid)
+{
+        return uid == 0 || uid == shim_conf_uid ||
+               (uid == SHIM_OVERFLOW_UID && on_read_only_mount(fd));
+}
+
+/* The directory holding the config must not let another user swap it: not
+ * writable by group or others unless sticky, and owned by root or by the
+ * config's owner. 0 or -EPERM with *err set. */
+static int conf_dir_check(const char *path, uid_t owner, struct gs_error **err)
+{
+        char dir[GS_PATH_MAX];
+        const char *slash = strrchr(path, '/');
+        size_t n = !slash ? 1 : slash == path ? 1 : (size_t)(slash - path);
+        if (n >= sizeof(dir))
+                return gs_error_set(err, -ENAMETOOLONG, "slice config %s: path too long", path);
+        memcpy(dir, slash ? path : ".", n);
+        dir[n] = '\0';
+        int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+        struct stat ds;
+        int r = 0;
+        if (dfd < 0 || fstat(dfd, &ds) < 0)
+                r = gs_error_set(err, -errno, "slice config %s: cannot open its directory %s: %s",
+                                 path, dir, strerror(errno));
+        else if ((ds.st_mode & (S_IWGRP | S_IWOTH)) && !(ds.st_mode & S_ISVTX))
+                r = gs_error_set(err, -EPERM,
+                                 "slice config %s: its directory %s has mode %04o: others could "
+                                 "replace the config",
+                                 path, dir, (unsigned)(ds.st_mode & 07777));
+        else if (ds.st_uid != 0 && ds.st_uid != owner &&
+                 !(ds.st_uid == SHIM_OVERFLOW_UID && on_read_only_mount(dfd)))
+                r = gs_error_set(err, -EPERM,
+                                 "slice config %s: its directory %s is owned by uid %u, neither "
+                                 "root nor the config's owner (uid %u): it could replace the config",
+                                 path, dir, (unsigned)ds.st_uid, (unsigned)owner);
+        if (dfd >= 0)
+                close(dfd);
+        return r;
+}
+
 /* Opens a slice config: a regular file that neither its group nor others may
- * write (anyone who can write it could raise the slice's limits). Returns
- * the fd, -ENOENT (or -ENOTDIR) when absent, or another -errno with *err
- * set. */
+ * write (anyone who can write it could raise the slice's limits), owned by
+ * root or this process's user (conf_uid_ok), in a directory no other user
+ * can swap it in. Sets shim_conf_uid to its owner. Returns the fd, -ENOENT
+ * (or -ENOTDIR) when absent, or another -errno with *err set. */
 static int conf_open(const char *path, struct gs_error **err)
 {
         /* O_NONBLOCK: a FIFO named here must not hang the host in open(). */
@@ -108,10 +171,19 @@ static int conf_open(const char *path, struct gs_error **err)
                                  "(anyone who can write it could raise the slice's limits; "
                                  "make it 0644 or stricter)",
                                  path, (unsigned)(sb.st_mode & 07777));
+        else if (!conf_uid_ok(fd, sb.st_uid))
+                r = gs_error_set(err, -EPERM,
+                                 "slice config %s: owned by uid %u, expected root (a root "
+                                 "daemon's config) or uid %u (yours): another user could have "
+                                 "written it",
+                                 path, (unsigned)sb.st_uid, (unsigned)geteuid());
+        else
+                r = conf_dir_check(path, sb.st_uid, err);
         if (r < 0) {
                 close(fd);
                 return r;
         }
+        shim_conf_uid = sb.st_uid;
         return fd;
 }
 

@@ -40,6 +40,10 @@ mkdir -p /run/gpuslice/daemon
 mount --bind "$4" /run/gpuslice/daemon
 # Read-only, as the runtime mounts it: connect() still works through it.
 mount -o remount,bind,ro /run/gpuslice/daemon
+# The lease page's directory, read-only as the device plugin asks.
+mkdir -p /run/gpuslice/lease
+mount --bind "$5" /run/gpuslice/lease
+mount -o remount,bind,ro /run/gpuslice/lease
 touch /run/gpuslice/slice.conf
 mount --bind "$3" /run/gpuslice/slice.conf
 if [ "$2" = symlink ]; then
@@ -48,7 +52,7 @@ else
     mkdir /run/gpuslice/slice
     mount --bind "$1" /run/gpuslice/slice
 fi
-shift 4
+shift 5
 exec "$@"
 '''
 
@@ -91,14 +95,18 @@ def main():
         slice_id = e["GPUSLICE_SLICE"]
         host_conf = mnt["/run/gpuslice/slice.conf"][0]
         host_dir = mnt["/run/gpuslice/slice"][0]
+        page_dir, page_ro = mnt["/run/gpuslice/lease"]
+        check(page_ro, "the lease page's directory is mounted read-only")
         sock_dir, sock_ro = mnt["/run/gpuslice/daemon"]
         check(sock_ro and os.path.isdir(sock_dir), "the socket's directory is mounted read-only")
         conf = read_conf(host_conf)
         check(conf["slice_dir"] == "/run/gpuslice/slice" and conf["compute_milli"] == "300",
               "slice config: %s" % conf)
+        check(conf.get("lease_page") == "/run/gpuslice/lease/compute",
+              "the config names the mounted lease page: %s" % conf)
         check(conf.get("policy", "share") == "share", "the plugin's default policy: %s" % conf)
         # The arbiter picks Kubernetes slices up from the ledger (every 0.5 s).
-        wait_for(lambda: os.path.exists(os.path.join(host_dir, "compute")), 10,
+        wait_for(lambda: os.path.exists(os.path.join(page_dir, "compute")), 10,
                  "the arbiter's lease page of %s" % slice_id)
 
         def start(name, source, how, seconds):
@@ -116,7 +124,7 @@ def main():
             })
             env.setdefault("ASAN_OPTIONS", "detect_leaks=0")
             cmd = ["unshare", "-m", "--propagation", "private", "sh", "-c", CONTAINER, "container",
-                   source, how, host_conf, sock_dir,
+                   source, how, host_conf, sock_dir, page_dir,
                    burn, "--kernel", "1ms", "--duration", "%dms" % int(seconds * 1000)]
             return subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True), log

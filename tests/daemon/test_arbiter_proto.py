@@ -24,8 +24,11 @@ try:
     w.children.append(a)
     t, items = w.create(a.pid, 300)
     check(t == REPLY | CREATE, "create: %r" % (items,))
-    sdir = get(items, "slice_dir")
-    path = os.path.join(sdir, "compute")
+    # The page is the daemon's, in its page directory, not in the tenant's
+    # slice directory.
+    path = os.path.join(w.state, "pages", get(items, "id"), "compute")
+    check(not os.path.exists(os.path.join(get(items, "slice_dir"), "compute")),
+          "a lease page in the tenant's slice directory")
     check(os.path.exists(path), "no lease page at " + path)
     st = os.stat(path)
     check(st.st_mode & 0o777 == 0o444, "lease page mode %o, not 0444" % (st.st_mode & 0o777))

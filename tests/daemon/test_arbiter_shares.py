@@ -21,7 +21,7 @@ def slice_with_page(w, milli, policy=None):
         items.append(("policy", policy))
     t, reply = w.call(CREATE, items)
     check(t == REPLY | CREATE, "create: %r" % (reply,))
-    page = Page(os.path.join(get(reply, "slice_dir"), "compute"))
+    page = Page(os.path.join(w.state, "pages", get(reply, "id"), "compute"))
     s, r = a.hello()
     check(r and r[0] == WELCOME, "HELLO: %r" % (r,))
     return a, page, s, get(reply, "id")

@@ -100,6 +100,18 @@ def t_allocate(node):
     check(conf["slice_dir"] == "/run/gpuslice/slice", str(conf))
     slice_dir, ro = m["/run/gpuslice/slice"]
     check(os.path.isdir(slice_dir) and not ro, "slice dir mounted read-write")
+    # With a daemon, the lease page's directory is the daemon's, mounted
+    # read-only; the config names the page there, never in the slice
+    # directory. Without one there are no leases and no page.
+    if conf.get("daemon_socket"):
+        page_dir, page_ro = m["/run/gpuslice/lease"]
+        st = os.stat(page_dir)
+        check(page_ro and st.st_mode & 0o777 == 0o755 and st.st_uid == os.geteuid(),
+              "page directory %s: read-only mount, the daemon's, 0755 (%o)" % (page_dir, st.st_mode))
+        check(conf.get("lease_page") == "/run/gpuslice/lease/compute", str(conf))
+    else:
+        check("/run/gpuslice/lease" not in m and "lease_page" not in conf,
+              "a lease page without a daemon: %s %s" % (m, conf))
     # The config is the node's, out of the tenant's reach: read-only, and
     # not inside the (world-writable) slice directory the pod can write.
     check(os.stat(host_conf).st_mode & 0o777 == 0o444, "config mode 0444")

@@ -177,7 +177,7 @@ static void kube_spec(void **state)
         struct gs_slice s = t_prepare(e, &req);
         struct node_edits ed = edits_of(e, &s);
         assert_int_equal(ed.n_envs, 4);
-        assert_int_equal(ed.n_mounts, 5);
+        assert_int_equal(ed.n_mounts, 6);
 
         char dir[256], path[512], conf[NODE_PATH_MAX], sdir[NODE_PATH_MAX];
         cdi_dir(e, dir, sizeof(dir));
@@ -206,6 +206,12 @@ static void kube_spec(void **state)
         assert_options(json_object_get(m, "options"), false);
         m = spec_mount(spec, NODE_CONTAINER_DAEMON_DIR);
         assert_string_equal(json_string_value(json_object_get(m, "hostPath")), "/run/gpuslice");
+        assert_options(json_object_get(m, "options"), true);
+        /* The lease page's directory is the daemon's: read-only. */
+        char pdir[NODE_PATH_MAX];
+        node_page_dir_path(e->node, s.id, pdir, sizeof(pdir));
+        m = spec_mount(spec, NODE_CONTAINER_LEASE_DIR);
+        assert_string_equal(json_string_value(json_object_get(m, "hostPath")), pdir);
         assert_options(json_object_get(m, "options"), true);
         json_decref(spec);
 

@@ -165,7 +165,7 @@ static void kube_shim_slice(void **state)
         assert_string_equal(t_env_of(&ed, "GPUSLICE_CONFIG"), "/run/gpuslice/slice.conf");
         assert_string_equal(t_env_of(&ed, "GPUSLICE_SLICE"), "k8s-1");
 
-        assert_int_equal(ed.n_mounts, 5);
+        assert_int_equal(ed.n_mounts, 6);
         const struct node_mount *m = t_mount_of(&ed, "/run/gpuslice/slice.conf");
         assert_non_null(m);
         assert_string_equal(m->host_path, conf);
@@ -185,6 +185,13 @@ static void kube_shim_slice(void **state)
         assert_non_null(m = t_mount_of(&ed, "/run/gpuslice/daemon"));
         assert_string_equal(m->host_path, "/run/gpuslice");
         assert_true(m->read_only);
+        /* The lease page's directory: the daemon's, read-only. */
+        char pdir[NODE_PATH_MAX];
+        node_page_dir_path(e->node, s.id, pdir, sizeof(pdir));
+        assert_non_null(m = t_mount_of(&ed, "/run/gpuslice/lease"));
+        assert_string_equal(m->host_path, pdir);
+        assert_true(m->read_only);
+        assert_int_equal(t_mode(pdir), 0755);
 
         assert_int_equal(ed.n_cdi_devices, 1);
         char want[256];
@@ -194,6 +201,7 @@ static void kube_shim_slice(void **state)
         assert_int_equal(t_release(e, s.id), 0);
         assert_false(t_exists(conf));
         assert_false(t_exists(dir));
+        assert_false(t_exists(pdir));
         assert_int_equal(t_disk_slices(e, &disk), 0);
         gs_ledger_done(&disk);
         t_env_free(e);

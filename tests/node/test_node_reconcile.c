@@ -193,9 +193,11 @@ static void orphans_removed(void **state)
         assert_true(gs_ledger_save(&l, path, NULL) >= 0);
         gs_ledger_done(&l);
         t_open(e, 1);
-        assert_int_equal(reconcile(e), 2);
+        /* Its config, its slice directory and its page directory. */
+        assert_int_equal(reconcile(e), 3);
         assert_int_equal(t_count(e, "conf"), 0);
         assert_int_equal(t_count(e, "slices"), 0);
+        assert_int_equal(t_count(e, "pages"), 0);
         t_env_free(e);
 }
 

@@ -80,6 +80,14 @@ int st_run(int argc, char **argv, const struct st_setup *s)
         snprintf(forged, sizeof(forged), "%s/forged.conf", dir);
         mkdir(simdir, 0700);
         mkdir(slicedir, 0700);
+        if (s->bad_books) {
+                char books[400];
+                snprintf(books, sizeof(books), "%s/%s", slicedir, GS_SLICE_STATE_FILE);
+                if (s->bad_books == 1)
+                        EXPECT(mkdir(books, 0700) == 0, "mkdir %s: %s", books, strerror(errno));
+                else
+                        write_file(books, "not the books of any slice\n", 0600);
+        }
         setenv("SIMGPU_DIR", simdir, 1);
         snprintf(num, sizeof(num), "%llu", (unsigned long long)(s->sim_memory ? s->sim_memory : 8 * GiB));
         setenv("SIMGPU_MEMORY", num, 1);
@@ -115,6 +123,11 @@ int st_run(int argc, char **argv, const struct st_setup *s)
                 subst(t1, sizeof(t1), s->config, "%UUID%", uuid);
                 subst(t2, sizeof(t2), t1, "%DIR%", slicedir);
                 write_file(conf, t2, s->conf_mode);
+                if (s->conf_uid)
+                        EXPECT(chown(conf, s->conf_uid, (gid_t)-1) == 0, "chown %s: %s", conf,
+                               strerror(errno));
+                if (s->dir_mode)
+                        EXPECT(chmod(dir, s->dir_mode) == 0, "chmod %s: %s", dir, strerror(errno));
         }
         if (s->forged) {
                 char t1[4096], t2[4096];

@@ -41,6 +41,10 @@ struct st_setup {
         int expect_silent;      /* child must write nothing to stdout/stderr */
         uint64_t parent_holds;  /* bytes the parent allocates outside the slice first */
         unsigned conf_mode;     /* mode of the config file; 0: 0644 */
+        unsigned conf_uid;      /* if set: the config is chown'ed to this uid (root only) */
+        unsigned dir_mode;      /* if set: the mode of the config's directory */
+        int bad_books;          /* <slice_dir>/memory made unusable first: 1 a directory,
+                                   2 garbage of the wrong size */
         const char *forged;     /* if set: `config` is named by GPUSLICE_TEST_DEFAULT_CONFIG
                                    (standing in for /run/gpuslice/slice.conf) and this text,
                                    named by GPUSLICE_CONFIG, is what a tenant wrote */

@@ -588,7 +588,9 @@ int main(int argc, char **argv)
                              { "biglimit", run_biglimit },     { "writable", run_writable },
                              { "halfmade", run_halfmade },     { "exit_racer", run_exit_racer },
                              { "exitrace", run_exitrace },     { "logfifo", run_logfifo },
-                             { "graphalloc", run_graphalloc } };
+                             { "graphalloc", run_graphalloc }, { "foreignconf", run_foreignconf },
+                             { "opendir", run_opendir },       { "badbooks_dir", run_badbooks },
+                             { "badbooks_size", run_badbooks } };
                 for (unsigned i = 0; i < sizeof(more) / sizeof(more[0]); i++)
                         if (!strcmp(role, more[i].name))
                                 return more[i].fn();
@@ -615,6 +617,17 @@ int main(int argc, char **argv)
                            "slice_dir = %DIR%\n";
         } else if (!strcmp(argv[1], "writable")) {
                 s.conf_mode = 0664;
+                s.expect_silent = 1;
+        } else if (!strcmp(argv[1], "foreignconf")) {
+                if (geteuid() != 0)
+                        return 77; /* only root can give a file away */
+                s.conf_uid = 4242;
+                s.expect_silent = 1;
+        } else if (!strcmp(argv[1], "badbooks_dir") || !strcmp(argv[1], "badbooks_size")) {
+                s.bad_books = !strcmp(argv[1], "badbooks_dir") ? 1 : 2;
+                s.expect_silent = 1;
+        } else if (!strcmp(argv[1], "opendir")) {
+                s.dir_mode = 0777;
                 s.expect_silent = 1;
         } else if (!strcmp(argv[1], "logfifo")) {
                 s.log_fifo = 1;

@@ -114,6 +114,40 @@ int run_writable(void)
         return log_has("group- or world-writable") ? 0 : 3;
 }
 
+/* A config owned by another user (neither root nor this process's user) is
+ * refused: it could have been written by anyone but the daemon. */
+int run_foreignconf(void)
+{
+        if (cuInit(0) != CUDA_ERROR_NOT_INITIALIZED)
+                return 1;
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, MiB) != CUDA_ERROR_NOT_INITIALIZED)
+                return 2;
+        return log_has("owned by uid 4242, expected root") ? 0 : 3;
+}
+
+/* A config in a directory others can write (no sticky bit) is refused:
+ * another user could have swapped it. */
+int run_opendir(void)
+{
+        if (cuInit(0) != CUDA_ERROR_NOT_INITIALIZED)
+                return 1;
+        return log_has("others could replace the config") ? 0 : 3;
+}
+
+/* Books the shim cannot use (a directory, garbage of another size: what a
+ * tenant can make of the file it may write) fail the slice closed for
+ * memory: nothing is allocated uncharged. */
+int run_badbooks(void)
+{
+        if (cuInit(0) != CUDA_ERROR_NOT_INITIALIZED)
+                return 1;
+        CUdeviceptr p;
+        if (cuMemAlloc(&p, MiB) != CUDA_ERROR_NOT_INITIALIZED)
+                return 2;
+        return log_has("unusable") && log_has("failing closed") ? 0 : 3;
+}
+
 /* ---- the creator of the books died before storing the magic ---- */
 
 int run_halfmade(void)
