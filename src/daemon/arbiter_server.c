@@ -200,7 +200,9 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         }
         struct arb_member *m = calloc(1, sizeof(*m));
         char dir[DAEMON_PATH_MAX];
-        node_slice_dir_path(d->node, s->id, dir, sizeof(dir));
+        /* The page lives in the daemon's page directory, never in the
+         * tenant's slice directory (docs/internals/trust.md). */
+        node_page_dir_path(d->node, s->id, dir, sizeof(dir));
         int r = m ? lease_page_open(&m->page, dir, s->id, s->milli, s->policy, g->a.p.quantum_ns,
                                     srv->epoch, now)
                   : -ENOMEM;
@@ -217,8 +219,10 @@ static void member_add(struct daemon *d, const struct gs_slice *s, uint64_t now,
         m->slot = slot;
         m->pid = s->pid;
         m->uid = s->uid;
-        if (gs_slice_in_container(s))
+        if (gs_slice_in_container(s)) {
+                node_slice_dir_path(d->node, s->id, dir, sizeof(dir));
                 arb_member_learn_dir(m, dir);
+        }
         m->milli = s->milli;
         m->policy = s->policy;
         m->seen = true;
