@@ -202,17 +202,20 @@ static void add_gpu_records(const struct daemon *d, struct gs_proto_builder *b)
         }
 }
 
-static void add_slice_record(const struct daemon *d, const struct gs_slice *s,
+/* One slice's record. `mine`: the asker is root or the slice's owner;
+ * another user sees the slice (its share, memory, GPUs, use) but not its
+ * process, its name or where its files are (pid 0, no name, config, dir). */
+static void add_slice_record(const struct daemon *d, const struct gs_slice *s, bool mine,
                              struct gs_proto_builder *b)
 {
         char path[DAEMON_PATH_MAX];
         gs_proto_builder_add(b, "slice", "%s", s->id);
-        gs_proto_builder_add(b, "slice_name", "%s", s->name);
+        gs_proto_builder_add(b, "slice_name", "%s", mine ? s->name : "");
         gs_proto_builder_add(b, "slice_milli", "%" PRIu32, s->milli);
         gs_proto_builder_add(b, "slice_memory", "%" PRIu64, s->memory_cap);
         gs_proto_builder_add(b, "slice_policy", "%s", gs_compute_policy_name(s->policy));
         gs_proto_builder_add(b, "slice_overuse", "%s", gs_overuse_policy_name(s->overuse));
-        gs_proto_builder_add(b, "slice_pid", "%d", (int)s->pid);
+        gs_proto_builder_add(b, "slice_pid", "%d", mine ? (int)s->pid : 0);
         gs_proto_builder_add(b, "slice_uid", "%u", (unsigned)s->uid);
         gs_proto_builder_add(b, "slice_created", "%" PRId64, s->created);
         gs_proto_builder_add(b, "slice_kind", "%s", gs_slice_in_container(s) ? "kubernetes" : "local");
@@ -225,7 +228,7 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s,
                     nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &used) == 0)
                         gs_proto_builder_add(b, "slice_used", "%" PRIu64, used);
         }
-        if (!gs_slice_is_whole(s)) {
+        if (!gs_slice_is_whole(s) && mine) {
                 node_conf_path(d->node, s->id, path, sizeof(path));
                 gs_proto_builder_add(b, "slice_config", "%s", path);
                 node_slice_dir_path(d->node, s->id, path, sizeof(path));
@@ -322,7 +325,7 @@ static int handle_create(struct daemon *d, const struct conn *c, const struct gs
         arbsrv_slice_added(d, &s);
         gs_log_info("slice %s is for pid %d uid %u", s.id, (int)s.pid, (unsigned)s.uid);
         gs_proto_builder_add(reply, "id", "%s", s.id);
-        add_slice_record(d, &s, reply);
+        add_slice_record(d, &s, true, reply);
         return 0;
 }
 
@@ -463,7 +466,10 @@ int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_
                 add_gpu_records(d, reply);
                 if (m->type == GS_MSG_LIST)
                         for (size_t i = 0; i < d->node->ledger.n_slices; i++)
-                                add_slice_record(d, &d->node->ledger.slices[i], reply);
+                                add_slice_record(d, &d->node->ledger.slices[i],
+                                                 c->uid == 0 ||
+                                                         c->uid == d->node->ledger.slices[i].uid,
+                                                 reply);
                 return 0;
         default:
                 return gs_error_set(err, -EBADMSG, "unknown request type %u", m->type);

@@ -11,6 +11,7 @@
   commands without --sim find; gpusliced as that user wants --state-dir or
   --sim; the machine's socket belongs to its group (--socket-group).
 The last part needs root (to run as nobody), and is skipped otherwise."""
+import json
 import os
 import pwd
 import shutil
@@ -168,6 +169,30 @@ try:
           "socket group/mode: %d %o" % (st.st_gid, st.st_mode))
     r = as_nobody(w.cli_bin, "ls", env=dict(uenv, GPUSLICE_SOCKET=ssock))
     check(r.returncode == 0 and "GPU" in r.stdout, "group member ls: %r" % r.stderr)
+    # Root's slice on the shared daemon: another user sees it, not its pid,
+    # name or files; root sees everything.
+    rootrun = subprocess.Popen([w.cli_bin, "run", "--gpu", "200m", "--name", "roots", "--",
+                                "sleep", "30"], env=dict(w.env, GPUSLICE_SOCKET=ssock),
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    w.children.append(rootrun)
+
+    def slices_seen(run):
+        r = run()
+        check(r.returncode == 0, "ls --json: %r" % r.stderr)
+        return [s for g in json.loads(r.stdout)["gpus"] for s in g["slices"]]
+
+    mine = lambda: subprocess.run([w.cli_bin, "ls", "--json"], env=dict(w.env,
+                                  GPUSLICE_SOCKET=ssock), capture_output=True, text=True,
+                                  timeout=30)
+    w.wait_for(lambda: slices_seen(mine), what="root's slice")
+    own = slices_seen(mine)[0]
+    check(own["pid"] and own["config"] and own["name"] == "roots", "root sees its slice: %s" % own)
+    other = slices_seen(lambda: as_nobody(w.cli_bin, "ls", "--json",
+                                          env=dict(uenv, GPUSLICE_SOCKET=ssock)))[0]
+    check(other["milli"] == 200 and other["pid"] in (0, None) and other["config"] is None and
+          not other["name"], "another user sees no private details: %s" % other)
+    rootrun.terminate()
+    rootrun.wait()
     print("PASS")
 finally:
     for pid in started:
