@@ -250,8 +250,10 @@ int cli_connect(const struct cli_conn_opts *opts, int *ret_fd, struct gs_error *
                 return 0;
         if (!opts->start || !t.may_start || (r != -ENOENT && r != -ECONNREFUSED))
                 return refuse(&t, opts, r, err);
-        /* The log lives beside the state; make its directory first. */
-        if (mkdir(state, 0700) < 0 && errno != EEXIST)
+        /* The log lives beside the state; make its directory first, with
+         * the mode the daemon gives it (0755 as root: every user's shim reads
+         * its slice config below it; else 0700). */
+        if (mkdir(state, geteuid() == 0 ? 0755 : 0700) < 0 && errno != EEXIST)
                 return gs_error_set(err, -errno, "cannot create %s: %s", state, strerror(errno));
         if ((r = gs_local_check_dir(state, (unsigned)geteuid(), err)) < 0)
                 return r == -ENOENT ? gs_error_set(err, r, "%s vanished", state) : r;

@@ -20,6 +20,10 @@ try:
     r = w.cli("run", "--sim", "--gpu", "250m", "--", "true")
     check(r.returncode == 0, "run without a daemon: %d %s" % (r.returncode, r.stderr))
     check("starting gpusliced" in r.stderr, "no notice: %r" % r.stderr)
+    # The state directory has the daemon's modes: as root, readable by every
+    # user's shim (their slice configs are below it).
+    mode = os.stat(w.state).st_mode & 0o777
+    check(mode == (0o755 if os.geteuid() == 0 else 0o700), "state dir mode %o" % mode)
     t, items = w.call(STATUS)
     check(t == REPLY | STATUS and get(items, "sim") == "1", "daemon not running: %r" % (items,))
     daemon_pid = int(get(items, "pid"))
