@@ -29,6 +29,8 @@ static void on_accept(struct node_watch *w, uint32_t events);
 static void on_conn(struct node_watch *w, uint32_t events);
 static int check_deadlines(void *ctx, int64_t now);
 
+#define DAEMON_STATE_RETRY_MS 2000 /* a change the disk refused is tried again */
+
 static int make_addr(const char *path, struct sockaddr_un *sa, struct gs_error **err)
 {
         *sa = (struct sockaddr_un){ .sun_family = AF_UNIX };
@@ -400,6 +402,14 @@ static int check_deadlines(void *ctx, int64_t now)
                 if (next < 0 || due < next)
                         next = due;
         }
+        /* What a read-only or full state directory kept from the disk
+         * (a freed slice's record and files) is tried again. */
+        static int64_t retry_at;
+        if ((d->node->save_pending || d->node->repair_pending) && now >= retry_at) {
+                retry_at = node_retry_locked(d->node) ? now + DAEMON_STATE_RETRY_MS : 0;
+        }
+        if (retry_at && (next < 0 || retry_at < next))
+                next = retry_at;
         return next < 0 ? -1 : (int)GS_MAX(next - now, 1);
 }
 

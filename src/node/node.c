@@ -278,5 +278,26 @@ int node_save_locked(struct node *n, struct gs_error **err)
          * -ENOSPC, which callers read (and log at info) as "does not fit". */
         if (r == -ENOSPC || r == -EDQUOT)
                 r = -EIO;
+        n->save_pending = r < 0;
         return r < 0 ? r : 0;
+}
+
+bool node_retry_locked(struct node *n)
+{
+        if (n->save_pending) {
+                struct gs_error *err = NULL;
+                if (node_save_locked(n, &err) == 0)
+                        gs_log_info("the ledger %s is saved again", n->ledger_path);
+                gs_error_free(err);
+        }
+        if (n->repair_pending && !n->save_pending) {
+                /* only once the disk takes writes: the ledger first, so that
+                 * what is removed is what the saved ledger no longer names */
+                n->repair_pending = false;
+                int removed = node_files_remove_orphans(n);
+                if (!n->repair_pending && removed > 0) /* else: tried again next time */
+                        gs_log_info("%d file%s of freed slices removed", removed,
+                                    removed == 1 ? "" : "s");
+        }
+        return n->save_pending || n->repair_pending;
 }

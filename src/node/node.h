@@ -90,6 +90,9 @@ struct node {
         struct node_pod_entry *pods;
         size_t n_pods, cap_pods;
         uint64_t pods_generation; /* moves whenever a pod is learnt or forgotten */
+        /* A change that could not reach the disk (node_retry_locked). */
+        bool save_pending;   /* the ledger on disk is older than the one in memory */
+        bool repair_pending; /* files of freed slices are left behind */
 };
 
 /* What a front-end asks for. */
@@ -193,6 +196,13 @@ int node_check_ledger_locked(struct node *n, struct gs_error **err);
 /* Persist the ledger; a failing directory sync is logged, not an error. A
  * full disk (ENOSPC, EDQUOT) is -EIO: -ENOSPC means "does not fit". */
 int node_save_locked(struct node *n, struct gs_error **err);
+
+/* Try again what could not reach the disk (a read-only or full state
+ * directory): the ledger's save (a failed save leaves save_pending set),
+ * then the removal of files no slice of the ledger names. Called
+ * periodically by the front-end that owns the loop; logs when it succeeds.
+ * Returns true while something is still pending. */
+bool node_retry_locked(struct node *n);
 
 /* After a start: give every recorded slice whose files are missing or
  * stale its files again, and remove the files and directories of slices

@@ -38,7 +38,8 @@ static int shim_prepare(struct node *n, const struct gs_slice *s, struct gs_erro
 
 static void shim_release(struct node *n, const struct gs_slice *s)
 {
-        node_files_remove_slice(n, s->id);
+        if (node_files_remove_slice(n, s->id) < 0)
+                n->repair_pending = true; /* node_retry_locked removes them later */
 }
 
 static bool shim_files_ok(struct node *n, const struct gs_slice *s)

@@ -219,8 +219,8 @@ bool node_files_slice_ok(struct node *n, const struct gs_slice *s)
 }
 
 /* Remove the files in dir (one level: the shim makes no subdirectories),
- * then dir itself. */
-static void remove_dir(const char *dir)
+ * then dir itself. 0, or -1 when dir is still there. */
+static int remove_dir(const char *dir)
 {
         int fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
         if (fd >= 0) {
@@ -235,20 +235,27 @@ static void remove_dir(const char *dir)
                         closedir(dh);
                 }
         }
-        if (rmdir(dir) < 0 && errno != ENOENT)
+        if (rmdir(dir) < 0 && errno != ENOENT) {
                 gs_log_warn("cannot remove %s: %m", dir);
+                return -1;
+        }
+        return 0;
 }
 
-void node_files_remove_slice(struct node *n, const char *id)
+int node_files_remove_slice(struct node *n, const char *id)
 {
         char path[NODE_PATH_MAX];
+        int left = 0;
         node_conf_path(n, id, path, sizeof(path));
-        if (unlink(path) < 0 && errno != ENOENT)
+        if (unlink(path) < 0 && errno != ENOENT) {
                 gs_log_warn("cannot remove %s: %m", path);
+                left = -1;
+        }
         node_slice_dir_path(n, id, path, sizeof(path));
-        remove_dir(path);
+        left |= remove_dir(path);
         node_page_dir_path(n, id, path, sizeof(path));
-        remove_dir(path);
+        left |= remove_dir(path);
+        return left;
 }
 
 /* Remove the entries of <state>/<sub> that name no slice of the ledger:
@@ -289,6 +296,8 @@ static int remove_unrecorded(struct node *n, const char *sub, bool conf)
                         gs_log_warn("cannot remove %s: %m", path);
                 if (lstat(path, &st) < 0 && errno == ENOENT)
                         removed++;
+                else
+                        n->repair_pending = true; /* tried again by node_retry_locked */
         }
         closedir(dh);
         return removed;

@@ -58,8 +58,9 @@ int node_files_write_slice(struct node *n, const struct gs_slice *s, struct gs_e
 bool node_files_slice_ok(struct node *n, const struct gs_slice *s);
 
 /* Remove a slice's config, its directory and its page directory (one level
- * of files each). Best effort, logged; a missing file is not an error. */
-void node_files_remove_slice(struct node *n, const char *id);
+ * of files each). Best effort, logged; a missing file is not an error.
+ * 0, or -1 when something could not be removed (a read-only disk). */
+int node_files_remove_slice(struct node *n, const char *id);
 
 /* Remove configs and slice directories no slice of the ledger names.
  * Returns how many were removed. */
