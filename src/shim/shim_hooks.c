@@ -226,7 +226,9 @@ out:
 }
 
 /* Picks and opens the slice's config: the default path when it exists (it
- * wins over GPUSLICE_CONFIG), else GPUSLICE_CONFIG. Only when the default
+ * wins over GPUSLICE_CONFIG; one this process may not read counts as absent
+ * only when neither GPUSLICE_CONFIG nor GPUSLICE_SLICE names a slice), else
+ * GPUSLICE_CONFIG. Only when the default
  * path does not exist, GPUSLICE_TEST_DEFAULT_CONFIG stands in for it (tests
  * cannot create root-owned files; a process without the default file is not
  * held by any file it cannot write, so this raises nothing). Returns the fd,
@@ -247,6 +249,13 @@ static int conf_choose(const char **ret_path, struct gs_error **err)
                         *ret_path = def;
                         fd = conf_open(def, err);
                 }
+        }
+        if (fd == -EACCES && !env && !secure_getenv("GPUSLICE_SLICE")) {
+                /* A default this process may not even look at (a node's
+                 * 0700 state directory) is another user's business when
+                 * nothing names a slice for this process: no config. */
+                *err = gs_error_free(*err);
+                return -ENOENT;
         }
         if (fd != -ENOENT && fd != -ENOTDIR) {
                 /* The default exists (usable or not): it is authoritative. */
