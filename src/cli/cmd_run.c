@@ -106,7 +106,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
                         have_gpu = true;
                         break;
                 case 'm':
-                        r = gs_memory_quantity_parse("--gpu-memory", optarg, &o->memory, &err);
+                        r = gs_memory_size_parse("--gpu-memory", optarg, &o->memory, &err);
                         break;
                 case 'p':
                         if (gs_compute_policy_parse_str(optarg, &(enum gs_compute_policy){ 0 }) < 0)

@@ -17,6 +17,7 @@
 #include "quantity.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
@@ -354,6 +355,45 @@ int gs_memory_quantity_parse(const char *field, const char *value, uint64_t *ret
                 return memory_error(err, field, value, "not a whole number of bytes");
         if (bytes == 0)
                 return memory_error(err, field, value, "it is zero");
+        *ret_bytes = bytes;
+        return 0;
+}
+
+/* A plain number of at most 19 digits, the form HAMi users write in MiB. */
+static bool plain_number(const char *s)
+{
+        size_t n = strspn(s, "0123456789");
+        return n > 0 && n <= 19 && s[n] == '\0';
+}
+
+int gs_memory_minimum_check(const char *field, const char *value, uint64_t bytes,
+                            struct gs_error **err)
+{
+        char q[GS_QUOTE_MAX], hint[64] = "";
+
+        if (bytes >= GS_MEMORY_MIN)
+                return 0;
+        if (!field)
+                field = "memory";
+        if (bytes >= 64 && (!value || plain_number(value)))
+                snprintf(hint, sizeof(hint), "; did you mean %" PRIu64 "Mi?", bytes);
+        if (!value)
+                return gs_error_set(err, -EINVAL, "%s: %" PRIu64 " bytes is below the 64Mi "
+                                    "minimum%s", field, bytes, hint);
+        return gs_error_set(err, -EINVAL, "%s: %s is %" PRIu64 " bytes, below the 64Mi minimum%s",
+                            field, gs_quote(value, q, sizeof(q)), bytes, hint);
+}
+
+int gs_memory_size_parse(const char *field, const char *value, uint64_t *ret_bytes,
+                         struct gs_error **err)
+{
+        uint64_t bytes = 0;
+        int r = gs_memory_quantity_parse(field, value, &bytes, err);
+        if (r < 0)
+                return r;
+        r = gs_memory_minimum_check(field, value, bytes, err);
+        if (r < 0)
+                return r;
         *ret_bytes = bytes;
         return 0;
 }

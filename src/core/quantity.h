@@ -32,6 +32,25 @@ int gs_gpu_quantity_parse(const char *field, const char *value, uint32_t *ret_mi
 int gs_memory_quantity_parse(const char *field, const char *value, uint64_t *ret_bytes,
                              struct gs_error **err);
 
+/* The least memory a slice's cap (or a pod's memory) may be: a plain number
+ * means bytes, and `gpu_memory: 3000` (MiB to HAMi users) would otherwise
+ * pass the fit check and fail at the first CUDA context. */
+#define GS_MEMORY_MIN (64ull << 20)
+
+/* Refuse `bytes` below GS_MEMORY_MIN. `value` is the text the user wrote
+ * (NULL when the bytes came as a number, e.g. over the local API); it is
+ * only quoted in the message. Returns 0, or -EINVAL with an error such as
+ * `gpu_memory: 3000 is 3000 bytes, below the 64Mi minimum; did you mean
+ * 3000Mi?` (the suggestion when the value is a plain number whose Mi would
+ * be allowed). Pure; thread-safe. */
+int gs_memory_minimum_check(const char *field, const char *value, uint64_t bytes,
+                            struct gs_error **err);
+
+/* gs_memory_quantity_parse, then gs_memory_minimum_check: for every memory
+ * a user gives a slice or a pod. *ret_bytes is written only on success. */
+int gs_memory_size_parse(const char *field, const char *value, uint64_t *ret_bytes,
+                         struct gs_error **err);
+
 /* Parse a CPU quantity (`500m`, `0.5`, `2`) into millicores (> 0). */
 int gs_cpu_quantity_parse(const char *field, const char *value, uint32_t *ret_milli,
                           struct gs_error **err);

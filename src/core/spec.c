@@ -293,13 +293,13 @@ static int parse_compute_value(struct walk *w, int key, const struct spec_node *
                 r = gs_gpu_quantity_parse(field, v->value, &c->gpu_milli, w->err);
                 break;
         case C_GPU_MEMORY:
-                r = gs_memory_quantity_parse(field, v->value, &c->gpu_memory, w->err);
+                r = gs_memory_size_parse(field, v->value, &c->gpu_memory, w->err);
                 break;
         case C_CPU:
                 r = gs_cpu_quantity_parse(field, v->value, &c->cpu_milli, w->err);
                 break;
         case C_MEM:
-                r = gs_memory_quantity_parse(field, v->value, &c->mem, w->err);
+                r = gs_memory_size_parse(field, v->value, &c->mem, w->err);
                 break;
         case C_OVERUSE:
                 return parse_overuse(w, v, &c->overuse);

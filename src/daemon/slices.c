@@ -163,11 +163,14 @@ static int get_u64(const struct gs_proto_msg *m, const char *key, uint64_t max, 
         return 0;
 }
 
-/* A memory request: at most the largest GPU's memory (and so far from
- * UINT64_MAX that rounding up cannot wrap), rounded up to the granularity. */
+/* A memory request: 0 (the default cap), or at least GS_MEMORY_MIN and at
+ * most the largest GPU's memory (and so far from UINT64_MAX that rounding
+ * up cannot wrap), rounded up to the granularity. */
 static int check_memory(const struct daemon *d, uint64_t *memory, struct gs_error **err)
 {
         uint64_t largest = 0;
+        if (*memory && gs_memory_minimum_check("memory", NULL, *memory, err) < 0)
+                return -EINVAL;
         const struct gs_inventory *inv = &d->node->inv;
         for (unsigned i = 0; i < inv->n_gpus; i++)
                 if (inv->gpus[i].memory_total > largest)

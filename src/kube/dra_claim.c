@@ -4,6 +4,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,8 +28,10 @@ static int copy_name(char *dst, size_t size, const char *v, const char *field,
         return 0;
 }
 
-/* A Quantity of consumedCapacity: "300", "1k", "6Gi", "6442450944", "0". */
-static int quantity(const json_t *v, const char *field, uint64_t *ret, struct gs_error **err)
+/* A Quantity of consumedCapacity: "300", "1k", "6Gi", "6442450944", "0".
+ * A memory other than "0" (the default cap) is at least GS_MEMORY_MIN. */
+static int quantity(const json_t *v, const char *field, bool memory, uint64_t *ret,
+                    struct gs_error **err)
 {
         if (!v) {
                 *ret = 0;
@@ -41,7 +44,8 @@ static int quantity(const json_t *v, const char *field, uint64_t *ret, struct gs
                 *ret = 0;
                 return 0;
         }
-        int r = gs_memory_quantity_parse(field, s, ret, err);
+        int r = memory ? gs_memory_size_parse(field, s, ret, err)
+                       : gs_memory_quantity_parse(field, s, ret, err);
         return r < 0 ? gs_error_wrap(err, "claim") : 0;
 }
 
@@ -153,10 +157,11 @@ static int parse_result(const json_t *res, const json_t *configs, const char *dr
         if (r >= 0 && cc && !json_is_object(cc))
                 r = gs_error_set(err, -EINVAL, "claim: consumedCapacity is not a map");
         if (r >= 0)
-                r = quantity(json_object_get(cc, "milli"), "consumedCapacity.milli", &s->milli, err);
+                r = quantity(json_object_get(cc, "milli"), "consumedCapacity.milli", false,
+                             &s->milli, err);
         if (r >= 0)
-                r = quantity(json_object_get(cc, "memory"), "consumedCapacity.memory", &s->memory,
-                             err);
+                r = quantity(json_object_get(cc, "memory"), "consumedCapacity.memory", true,
+                             &s->memory, err);
         if (r >= 0 && (s->milli == 0 || s->milli > GS_MILLI_PER_GPU))
                 r = gs_error_set(err, -EINVAL,
                                  "claim: result for request %s consumes %llu milli of device "

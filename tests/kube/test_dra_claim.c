@@ -75,6 +75,9 @@ static void results_of_this_driver(void **state)
         assert_int_equal(a.shares[0].memory, 3ull << 30);
         assert_int_equal(parse(UID, "300", "0", "", &a), 0);
         assert_int_equal(a.shares[0].memory, 0); /* none asked: the node's default */
+        /* A plain number is bytes: below 64Mi it is refused (issue 15). */
+        assert_int_equal(parse(UID, "300", "3000", "", &a), -EINVAL);
+        assert_int_equal(parse(UID, "300", "64Mi", "", &a), 0);
 }
 
 static void claim_config_over_class_config(void **state)

@@ -292,6 +292,53 @@ static void test_memory_exact_message(void **state)
         gs_error_free(err);
 }
 
+/* Memory below 64Mi is refused with a hint at the unit a plain number lacks;
+ * 64Mi itself, and every suffixed size above, passes. */
+static void test_memory_minimum(void **state)
+{
+        (void)state;
+        static const struct {
+                const char *in;
+                const char *msg; /* NULL: accepted */
+        } cases[] = {
+                { "3000", "gpu_memory: 3000 is 3000 bytes, below the 64Mi minimum; did you mean 3000Mi?" },
+                { "64", "gpu_memory: 64 is 64 bytes, below the 64Mi minimum; did you mean 64Mi?" },
+                { "63", "gpu_memory: 63 is 63 bytes, below the 64Mi minimum" },
+                { "1Ki", "gpu_memory: 1Ki is 1024 bytes, below the 64Mi minimum" },
+                { "67108863", "gpu_memory: 67108863 is 67108863 bytes, below the 64Mi minimum; did you mean 67108863Mi?" },
+                { "0.05G", "gpu_memory: 0.05G is 50000000 bytes, below the 64Mi minimum" },
+                { "64Mi", NULL },
+                { "67108864", NULL },
+                { "6Gi", NULL },
+        };
+        for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+                struct gs_error *err = NULL;
+                uint64_t b = 7;
+                int r = gs_memory_size_parse("gpu_memory", cases[i].in, &b, &err);
+                if (!cases[i].msg) {
+                        assert_int_equal(r, 0);
+                        assert_true(b >= GS_MEMORY_MIN);
+                        continue;
+                }
+                assert_int_equal(r, -EINVAL);
+                assert_int_equal(b, 7); /* untouched on failure */
+                assert_string_equal(err->msg, cases[i].msg);
+                gs_error_free(err);
+        }
+        /* Malformed values keep the parser's message. */
+        struct gs_error *err = NULL;
+        uint64_t b;
+        assert_int_equal(gs_memory_size_parse("gpu_memory", "6GB", &b, &err), -EINVAL);
+        assert_non_null(strstr(err->msg, "is not a valid memory quantity"));
+        gs_error_free(err);
+        /* Bytes given as a number (the local API) have no text to quote. */
+        err = NULL;
+        assert_int_equal(gs_memory_minimum_check("memory", NULL, 3000, &err), -EINVAL);
+        assert_string_equal(err->msg, "memory: 3000 bytes is below the 64Mi minimum; did you mean 3000Mi?");
+        gs_error_free(err);
+        assert_int_equal(gs_memory_minimum_check("memory", NULL, GS_MEMORY_MIN, NULL), 0);
+}
+
 static void test_cpu(void **state)
 {
         (void)state;
@@ -410,6 +457,7 @@ int main(void)
                 cmocka_unit_test(test_memory_good),
                 cmocka_unit_test(test_memory_bad),
                 cmocka_unit_test(test_memory_exact_message),
+                cmocka_unit_test(test_memory_minimum),
                 cmocka_unit_test(test_cpu),
                 cmocka_unit_test(test_format),
                 cmocka_unit_test(test_default_memory_cap),
