@@ -234,8 +234,12 @@ static int pod_decode(const json_t *pod, struct ext_pod *p, struct gs_error **er
         if (mem && !p->invalid[0]) {
                 struct gs_error *e = NULL;
                 if (gs_memory_quantity_parse("annotation " EXT_ANNOTATION_MEMORY, mem, &p->memory,
-                                             &e) < 0)
+                                             &e) < 0) {
+                        /* Like a bad request: an invalid pod asks for nothing. */
                         snprintf(p->invalid, sizeof(p->invalid), "%s", gs_error_msg(e));
+                        p->milli = 0;
+                        p->n_slices = 0;
+                }
                 gs_error_free(e);
         }
         return 0;
