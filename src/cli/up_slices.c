@@ -17,6 +17,7 @@
 #include "placement.h"
 #include "slice_env.h"
 #include "up_plan.h"
+#include "up_supervise.h"
 
 struct held {
         char id[GS_SLICE_ID_MAX + 1]; /* "" when the API holds no slice */
@@ -174,7 +175,16 @@ static void release(struct up_slices *s, size_t api)
         s->held[api].id[0] = '\0';
 }
 
-int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
+/* Failures worth another try: the daemon unreachable, busy or cut off. */
+static bool transient(int r)
+{
+        return r == -EAGAIN || r == -EBUSY || r == -ETIMEDOUT || r == -EINTR || r == -EIO ||
+               r == -ECONNRESET || r == -ECONNREFUSED || r == -EPIPE || r == -ENOMEM ||
+               r == -EBADMSG;
+}
+
+int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
+                      struct up_failure *fail)
 {
         struct up_slices *s = ud;
         const struct gs_api_spec *a = &s->spec->apis[api];
@@ -186,10 +196,12 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
         struct slice_env e = { .buf = blob, .size = size };
         struct gs_error *err = NULL;
         struct cli_slice sl;
+        bool connected = false;
         int fd = -1, r;
 
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
+                connected = true;
                 r = cli_create_slice(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
                                      overuse, a->name, pid, &sl, &err);
                 close(fd);
@@ -204,8 +216,12 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
                         release(s, api);
         }
         if (r < 0) {
-                fprintf(stderr, "up: [%s] cannot get its slice: %s\n", a->name,
-                        err ? gs_error_msg(err) : strerror(-r));
+                /* Refused by the daemon (no room, a bad request, not allowed)
+                 * or a slice the shim cannot use: the same again next time. */
+                fail->permanent = connected && !transient(r);
+                snprintf(fail->reason, sizeof(fail->reason), "%s: %s",
+                         fail->permanent ? "its slice could not be made" : "no slice yet",
+                         err ? gs_error_msg(err) : strerror(-r));
                 gs_error_free(err);
                 return r;
         }

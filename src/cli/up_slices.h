@@ -30,9 +30,15 @@ int up_slices_open(const struct up_slices_options *opt, const struct gs_spec *sp
  * another negative errno (daemon unreachable) with *err set. */
 int up_slices_check_fit(struct up_slices *s, struct gs_error **err);
 
+struct up_failure;
+
 /* up_hooks.prepare: a slice for process pid of API `api`, and its
- * environment ("K=V\0...") in blob. Prints why on failure (-errno). */
-int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size);
+ * environment ("K=V\0...") in blob. On failure (-errno) fail says why, and
+ * is permanent when the daemon answered and refused (no room, a bad
+ * request, not allowed) or the slice's environment cannot be built; a
+ * daemon that cannot be reached, is busy or cut off is worth a retry. */
+int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
+                      struct up_failure *fail);
 
 /* up_hooks.exited: release the slice of the process that ended. */
 void up_slices_exited(void *ud, size_t api, pid_t pid);

@@ -41,6 +41,9 @@ struct proc {
         uint64_t next_start_ms; /* 0: no start pending */
         uint64_t backoff_ms;    /* the delay before the next restart */
         unsigned restarts;
+        bool prep_failed;       /* this start's prepare failed: fail says why */
+        bool given_up;          /* failed for good: never started again */
+        struct up_failure fail;
         struct linebuf lines[2];
 };
 
@@ -54,6 +57,7 @@ struct sup {
         int devnull;
         bool stopping;
         bool killed;
+        bool gave_up;           /* some API was not restarted */
         uint64_t kill_at_ms;
         char *blob;             /* UP_ENV_BLOB_MAX + 1 bytes, reused for each start */
 };
@@ -200,9 +204,12 @@ static void env_merge_blob(char **envp, char *blob, size_t len)
         }
 }
 
+/* Exits 126 when the command exists but cannot be executed, 127 when it
+ * is not there, as shells do: the supervisor does not restart either. */
 static void child_fail(const char *what, const char *arg)
 {
-        const char *err = strerror(errno);
+        int e = errno;
+        const char *err = strerror(e);
 
         write_all(2, "up: ", 4);
         write_all(2, what, strlen(what));
@@ -210,7 +217,7 @@ static void child_fail(const char *what, const char *arg)
         write_all(2, ": ", 2);
         write_all(2, err, strlen(err));
         write_all(2, "\n", 1);
-        _exit(127);
+        _exit(e == EACCES || e == EPERM || e == ENOEXEC || e == EISDIR ? 126 : 127);
 }
 
 /* The child side of a start: never returns. */
@@ -295,9 +302,15 @@ static void proc_start(struct sup *s, struct proc *p)
         close(go[0]);
         go[0] = -1;
         s->blob[0] = '1';
-        len = s->hooks->prepare(s->hooks->ud, p->index, cmd, s->blob + 1, UP_ENV_BLOB_MAX);
-        if (len < 0 || len > UP_ENV_BLOB_MAX) {
-                kill(cmd, SIGKILL); /* reaped and rescheduled like any exit */
+        p->fail = (struct up_failure){ 0 };
+        len = s->hooks->prepare(s->hooks->ud, p->index, cmd, s->blob + 1, UP_ENV_BLOB_MAX,
+                                &p->fail);
+        p->prep_failed = len < 0 || len > UP_ENV_BLOB_MAX;
+        if (p->prep_failed) {
+                if (!p->fail.reason[0])
+                        snprintf(p->fail.reason, sizeof(p->fail.reason), "%s",
+                                 strerror(len < 0 ? -len : E2BIG));
+                kill(cmd, SIGKILL); /* reaped, then rescheduled or given up */
         } else {
                 write_all(go[1], s->blob, (size_t)len + 1);
         }
@@ -323,8 +336,22 @@ static void describe_status(int status, char *buf, size_t size)
                 snprintf(buf, size, "ended (status 0x%x)", (unsigned)status);
 }
 
+/* Why p's last start cannot be fixed by starting it again, or NULL. */
+static const char *permanent_reason(const struct proc *p, int status, char *buf, size_t size)
+{
+        if (p->prep_failed)
+                return p->fail.permanent ? p->fail.reason : NULL;
+        if (!WIFEXITED(status) || (WEXITSTATUS(status) != 126 && WEXITSTATUS(status) != 127))
+                return NULL;
+        snprintf(buf, size, "%s exited with status %d (command %s)", p->api->argv[0],
+                 WEXITSTATUS(status), WEXITSTATUS(status) == 126 ? "not executable" : "not found");
+        return buf;
+}
+
 static void proc_reaped(struct sup *s, struct proc *p, int status)
 {
+        char why[sizeof(p->fail.reason) + 128];
+        const char *permanent;
         uint64_t ran = now_ms() - p->started_ms;
         pid_t pid = p->cmd;
         char what[96];
@@ -340,6 +367,15 @@ static void proc_reaped(struct sup *s, struct proc *p, int status)
                 return;
         }
         s->hooks->exited(s->hooks->ud, p->index, pid);
+        permanent = permanent_reason(p, status, why, sizeof(why));
+        if (permanent) {
+                fprintf(stderr, "up: %s: not restarted: %s\n", p->api->name, permanent);
+                p->given_up = true;
+                s->gave_up = true;
+                return;
+        }
+        if (p->prep_failed)
+                snprintf(what, sizeof(what), "could not be started (%.60s)", p->fail.reason);
         if (ran >= s->opt->reset_after_ms)
                 p->backoff_ms = s->opt->backoff_initial_ms;
         p->restarts++;
@@ -456,12 +492,23 @@ static void run_timers(struct sup *s)
         }
 }
 
+/* Whether every API was given up: nothing runs and nothing will. */
+static bool all_given_up(const struct sup *s)
+{
+        if (s->n == 0)
+                return false;
+        for (size_t i = 0; i < s->n; i++)
+                if (!s->procs[i].given_up)
+                        return false;
+        return true;
+}
+
 static void loop(struct sup *s)
 {
         struct pollfd pfds[1 + 2 * 256];
         struct { size_t proc; int line; } owners[1 + 2 * 256];
 
-        while (!s->stopping || n_running(s) > 0) {
+        while ((!s->stopping && !all_given_up(s)) || n_running(s) > 0) {
                 nfds_t n = 0;
 
                 pfds[n++] = (struct pollfd){ .fd = s->sfd, .events = POLLIN };
@@ -536,8 +583,10 @@ int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks
                         }
                 r = -EIO;
         } else {
-                r = s.killed ? 1 : 0;
+                r = s.gave_up ? UP_GAVE_UP : s.killed ? 1 : 0;
         }
+        if (s.gave_up && !s.stopping)
+                fprintf(stderr, "up: no API is left running\n");
         for (size_t i = 0; i < n_apis; i++)
                 for (int j = 0; j < 2; j++)
                         pump(&s.procs[i], &s.procs[i].lines[j], true);

@@ -13,11 +13,20 @@
 #ifndef GS_UP_SUPERVISE_H
 #define GS_UP_SUPERVISE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #define UP_ENV_BLOB_MAX 65536 /* bytes of extra environment one start may add */
+#define UP_GAVE_UP 4          /* up_supervise's result when an API was not restarted */
+
+/* Why prepare could not give a start what it needs. */
+struct up_failure {
+        bool permanent;   /* a restart cannot fix it (the daemon refused the slice, a bad
+                           * config): the API is not restarted */
+        char reason[512]; /* one line for the user; empty: strerror of the result */
+};
 
 struct up_api {
         const char *name;       /* printed as "[name] " before each line */
@@ -28,9 +37,12 @@ struct up_api {
 struct up_hooks {
         /* Called in the parent for each start, after fork, while the child
          * waits. Writes "K=V\0K=V\0..." (at most UP_ENV_BLOB_MAX bytes) into
-         * blob and returns its length (>= 0), or a negative errno: the child
-         * is then killed and the start counts as a failed one (backoff). */
-        int (*prepare)(void *ud, size_t api, pid_t pid, char *blob, size_t size);
+         * blob and returns its length (>= 0), or a negative errno after
+         * filling *fail (zeroed before the call): the child is then killed,
+         * and the API restarted with backoff, or never again when
+         * fail->permanent. */
+        int (*prepare)(void *ud, size_t api, pid_t pid, char *blob, size_t size,
+                       struct up_failure *fail);
         /* Called once the process started for api is reaped (exited or killed). */
         void (*exited)(void *ud, size_t api, pid_t pid);
         void *ud;
@@ -48,8 +60,13 @@ void up_options_default(struct up_options *o);
 
 /* Start every API and supervise them until SIGINT, SIGTERM or SIGHUP, then stop them
  * all and return 0 (a clean stop), or 1 when some API had to be killed with
- * SIGKILL. Returns a negative errno when the supervisor itself cannot run
- * (signalfd, pipes); APIs already started are stopped first. */
+ * SIGKILL. An API that failed for a reason a restart cannot fix (a permanent
+ * prepare failure, or a command that could not be run: exit status 126 or
+ * 127) is not restarted ("up: NAME: not restarted: REASON"); the others keep
+ * running, and once no API is left the supervisor returns by itself. Either
+ * way the result is then UP_GAVE_UP. Returns a negative errno when the
+ * supervisor itself cannot run (signalfd, pipes); APIs already started are
+ * stopped first. */
 int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks *hooks,
                  const struct up_options *opt);
 

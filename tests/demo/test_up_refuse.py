@@ -3,6 +3,7 @@
 """`gpuslice up` refuses a spec that does not fit as a whole: nothing starts,
 exit status 3, and the message names the API, the GPU and what it is short of."""
 import os
+import subprocess
 
 from gsenv import World, fail, ok
 
@@ -48,6 +49,21 @@ def main():
         if started(w) or w.slices():
             fail("something started on a memory refusal")
         ok("a spec short of memory is refused and starts nothing")
+
+        # A command that cannot be run is not restarted (issue 15): up says
+        # why, frees its slice and, with no API left, exits 4 by itself.
+        bad = w.spec("- name: broken\n  command: [sh, -c, 'exec /nonexistent/serve']\n"
+                     "  compute: {gpu: 100m, gpu_memory: 1Gi}\n", name="broken.yaml")
+        try:
+            r = w.cli("up", "--sim", bad, timeout=20)
+        except subprocess.TimeoutExpired:
+            fail("up kept restarting a command that cannot be run")
+        want = "up: broken: not restarted: sh exited with status 127 (command not found)"
+        if r.returncode != 4 or want not in r.stderr or "restarting" in r.stderr:
+            fail(f"a command not found: exit {r.returncode}", r.stderr)
+        if w.slices():
+            fail(f"slices left after up gave up: {w.slices()}")
+        ok("a command that cannot be run is not restarted; up exits 4 and frees its slice")
 
 
 if __name__ == "__main__":

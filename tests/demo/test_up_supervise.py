@@ -71,6 +71,53 @@ def main():
     left = subprocess.run(["pgrep", "-f", "trap '' TERM; echo up"], capture_output=True, text=True)
     check(left.stdout.strip() == "", "nothing of a killed API is left running", left.stdout)
 
+    # A start the daemon refuses for good (no room, a bad request) is not
+    # restarted; the other API keeps running until Ctrl-C; the result says so.
+    rc, out, err = run(driver, ["refused=echo never", "steady=echo ready; exec sleep 600"], 2.0)
+    check(re.search(r"^up: refused: not restarted: its slice could not be made: no room$", err,
+                    re.M), "a refused slice is not restarted, and says why", out, err)
+    check("[refused] never" not in out and "restarting" not in err,
+          "nothing restarts the refused API", out, err)
+    check(re.search(r"^\[steady\] ready$", out, re.M) and
+          re.search(r"\[steady\] stopped \(was killed by signal 15", err),
+          "the other API kept running until SIGINT", out, err)
+    check(rc == 4, f"an API given up makes the result 4 (got {rc})", out, err)
+    m = re.search(r"driver: result 4, (\d+) starts, (\d+) releases", err)
+    check(m and m.group(1) == "2" and m.group(2) == "2", "one start each, each released",
+          out, err)
+
+    # A command that cannot be run (exit 127 / 126) is not restarted either;
+    # once no API is left, the supervisor returns by itself.
+    noexec = os.path.join(os.environ.get("TMPDIR", "/tmp"), "up-noexec-%d" % os.getpid())
+    with open(noexec, "w") as f:
+        f.write("#!/bin/sh\necho hi\n")
+    os.chmod(noexec, 0o644)
+    try:
+        p = subprocess.Popen([driver, "gone=exec /nonexistent/serve", "noexec=exec " + noexec],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            out, err = p.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            check(False, "up kept restarting commands that cannot be run", out, err)
+    finally:
+        os.unlink(noexec)
+    check(p.returncode == 4, f"result 4 when every API was given up (got {p.returncode})",
+          out, err)
+    check(re.search(r"^up: gone: not restarted: /bin/sh exited with status 127 \(command not "
+                    r"found\)$", err, re.M), "exit 127: not found", out, err)
+    check(re.search(r"^up: noexec: not restarted: .*status 126 \(command not executable\)$",
+                    err, re.M), "exit 126: not executable", out, err)
+    check("restarting" not in err and "no API is left running" in err,
+          "no restart; the supervisor says it has nothing left", out, err)
+
+    # A failure worth a retry (the daemon unreachable once) is retried.
+    rc, out, err = run(driver, ["flaky=echo started; exec sleep 600"], 2.0)
+    check(re.search(r"^up: \[flaky\] could not be started \(.*\) after .*restarting in 0.5s",
+                    err, re.M) and re.search(r"^\[flaky\] started$", out, re.M) and rc == 0,
+          f"a transient failure is retried (rc {rc})", out, err)
+
 
 if __name__ == "__main__":
     main()

@@ -5,6 +5,8 @@
  * so tests can check prefixing, restarts, backoff and stopping on their own.
  *
  * usage: up_supervise_driver [--grace MS] [--reset MS] NAME=CMD... */
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,14 +17,28 @@
 struct driver {
         const struct up_api *apis;
         unsigned starts, releases;
+        bool flaked;
 };
 
-static int prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size)
+/* An API named refused-* is refused for good, flaky-* on its first start
+ * only (as a daemon would refuse a slice, or be unreachable once). */
+static int prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
+                   struct up_failure *fail)
 {
         struct driver *d = ud;
-        int n = snprintf(blob, size, "UP_TEST_SLICE=%s-%ld", d->apis[api].name, (long)pid);
+        const char *name = d->apis[api].name;
+        int n = snprintf(blob, size, "UP_TEST_SLICE=%s-%ld", name, (long)pid);
 
         d->starts++;
+        if (strncmp(name, "refused", 7) == 0) {
+                fail->permanent = true;
+                snprintf(fail->reason, sizeof(fail->reason), "its slice could not be made: no room");
+                return -ENOSPC;
+        }
+        if (strncmp(name, "flaky", 5) == 0 && !d->flaked) {
+                d->flaked = true;
+                return -ECONNREFUSED;
+        }
         return n < 0 || (size_t)n >= size ? -1 : n + 1;
 }
 
