@@ -233,7 +233,7 @@ static int pod_decode(const json_t *pod, struct ext_pod *p, struct gs_error **er
                 json_object_get(json_object_get(meta, "annotations"), EXT_ANNOTATION_MEMORY));
         if (mem && !p->invalid[0]) {
                 struct gs_error *e = NULL;
-                if (gs_memory_quantity_parse("annotation " EXT_ANNOTATION_MEMORY, mem, &p->memory,
+                if (gs_memory_size_parse("annotation " EXT_ANNOTATION_MEMORY, mem, &p->memory,
                                              &e) < 0) {
                         /* Like a bad request: an invalid pod asks for nothing. */
                         snprintf(p->invalid, sizeof(p->invalid), "%s", gs_error_msg(e));

@@ -367,6 +367,11 @@ def t_malformed(ext):
     p = pod("q-1", 100, annotations={"gpuslice.io/gpu-memory": "lots"})
     st, res = ext.post("filter", args(p, [ok]))
     assert "gpuslice.io/gpu-memory" in res["FailedAndUnresolvableNodes"]["ok"], res
+    # A plain number is bytes: below 64Mi refused, naming the unit (issue 15).
+    p = pod("q-2", 100, annotations={"gpuslice.io/gpu-memory": "3000"})
+    st, res = ext.post("filter", args(p, [ok]))
+    assert "3000 is 3000 bytes, below the 64Mi minimum; did you mean 3000Mi?" in \
+        res["FailedAndUnresolvableNodes"]["ok"], res
     for ann in ("{", "[]", '{"generation": -1}', report([(1001, 1, 1)], 1),
                 report([(10, 5, 1)], 1), '{"generation": 1, "time": "yesterday", "gpus": []}'):
         st, res = ext.post("filter", args(pod("a-0", 100), [node("bad", ann)]))
