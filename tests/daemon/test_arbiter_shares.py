@@ -68,7 +68,12 @@ try:
     print("250m/750m: %.1f%% / %.1f%% of granted time over %d leases" %
           (share1, 100 - share1, grants))
     check(grants >= 100, "too few leases: %d" % grants)
-    check(abs(share1 - 25.0) <= 5.0, "250m got %.1f%% of the granted time" % share1)
+    # 10 points: the holders are one Python loop, which a loaded machine
+    # (the sanitizer build with the other core busy) starves now and then, and
+    # an idle holder's time is lent to the other (share). An arbiter that did
+    # not weigh the shares would give 50%; the exact policy is unit-tested
+    # (tests/unit/test_arbiter.c).
+    check(abs(share1 - 25.0) <= 10.0, "250m got %.1f%% of the granted time" % share1)
     # ls shows the measured share.
     recs = {r["id"]: r for r in w.slices()}
     check("gpu_time" in recs[id1] and "gpu_time" in recs[id2], "no gpu_time in the list: %r" % recs)
