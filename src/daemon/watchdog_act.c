@@ -85,6 +85,21 @@ static const char *why_of(const struct wd_state *w, const struct gs_wd_snapshot 
         return "";
 }
 
+/* An event's fields from verdict v (its figures), with msg; no action. */
+static struct event_fields verdict_fields(const struct gs_wd_verdict *v, const char *msg)
+{
+        return (struct event_fields){ .reason = gs_wd_reason_name(v->reason),
+                                      .pid = (pid_t)v->pid,
+                                      .slice = v->slice,
+                                      .gpu = v->gpu,
+                                      .used = v->used ? v->used : v->slice_used,
+                                      .cap = v->cap,
+                                      .books = v->books,
+                                      .util_milli = v->util_milli,
+                                      .share_milli = v->share_milli,
+                                      .msg = msg };
+}
+
 static struct wd_evicting *evicting_of(struct wd_state *w, const char *slice)
 {
         for (size_t i = 0; i < w->n_evicting; i++)
@@ -235,17 +250,8 @@ static bool evict_slice(struct wd_state *w, const struct gs_wd_verdict *v, char 
         else
                 snprintf(msg, sizeof(msg), "%.290s: evicting the pods of claim %s/%s", v->msg,
                          r.claim_ns, r.claim_name);
-        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
-                                  .action = "evicting",
-                                  .pid = (pid_t)v->pid,
-                                  .slice = v->slice,
-                                  .gpu = v->gpu,
-                                  .used = v->used ? v->used : v->slice_used,
-                                  .cap = v->cap,
-                                  .books = v->books,
-                                  .util_milli = v->util_milli,
-                                  .share_milli = v->share_milli,
-                                  .msg = msg };
+        struct event_fields f = verdict_fields(v, msg);
+        f.action = "evicting";
         events_add(w->ev, &f);
         return true;
 }
@@ -267,16 +273,7 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct 
         if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
                 return;
         char msg[EVENTS_LINE_MAX];
-        struct event_fields f = { .reason = gs_wd_reason_name(v->reason),
-                                  .pid = (pid_t)v->pid,
-                                  .slice = v->slice,
-                                  .gpu = v->gpu,
-                                  .used = v->used ? v->used : v->slice_used,
-                                  .cap = v->cap,
-                                  .books = v->books,
-                                  .util_milli = v->util_milli,
-                                  .share_milli = v->share_milli,
-                                  .msg = msg };
+        struct event_fields f = verdict_fields(v, msg);
         const char *why = unsliced ? why_of(w, snap, v->pid) : "";
         if (!v->actionable) {
                 snprintf(msg, sizeof(msg), "%s%s%s (acting after %" PRId64 " ms of grace)", v->msg,
