@@ -414,6 +414,13 @@ static void dump_log(void)
         }
 }
 
+/* A 300m cap slice's lowest acceptable share of the device, in percent. The
+ * bound that matters is the upper one (a cap is never exceeded: 35); below
+ * the share is a slice that lost CPU time to launch in, which a loaded
+ * machine (the suite with the other core busy, the sanitizer build) takes
+ * from it: 22% was seen there. A gate that blocks gives ~0, an open one ~100. */
+#define CAP_LO 18
+
 static void expect_range(const char *what, double v, double lo, double hi)
 {
         fprintf(stderr, "%s: %.1f%% of the device (expected %.0f..%.0f)\n", what, v, lo, hi);
@@ -536,12 +543,12 @@ static int parent(const char *scenario)
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, "kernel", NULL);
                 measure(ps, 1, pct, NULL);
-                expect_range("300m alone (local, cap)", pct[0], 25, 35);
+                expect_range("300m alone (local, cap)", pct[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "short")) {
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, "ptsz", getenv("GT_KNS") ? getenv("GT_KNS") : "50000");
                 measure(ps, 1, pct, NULL);
-                expect_range("300m alone, short kernels (GT_KNS, default 50 us), _ptsz", pct[0], 25, 35);
+                expect_range("300m alone, short kernels (GT_KNS, default 50 us), _ptsz", pct[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "pair")) {
                 make_slice(&a, "a", 300, uuid);
                 make_slice(&c, "b", 600, uuid);
@@ -554,24 +561,24 @@ static int parent(const char *scenario)
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, "graph", NULL);
                 measure(ps, 1, pct, NULL);
-                expect_range("300m with CUDA graphs", pct[0], 25, 35);
+                expect_range("300m with CUDA graphs", pct[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "procaddr") || !strcmp(scenario, "dlsym")) {
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, scenario, NULL);
                 measure(ps, 1, pct, NULL);
-                expect_range(scenario, pct[0], 25, 35);
+                expect_range(scenario, pct[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "threads")) {
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, "threads", "200000");
                 measure(ps, 1, pct, NULL);
-                expect_range("300m, 16 threads launching at once", pct[0], 25, 35);
+                expect_range("300m, 16 threads launching at once", pct[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "fork")) {
                 make_slice(&a, "a", 300, uuid);
                 start(&ps[0], &a, "fork", NULL);
                 measure(ps, 1, pct, extra);
                 fprintf(stderr, "parent %.1f%% + forked child %.1f%%\n", pct[0], extra[0]);
                 CT_ASSERT(extra[0] > 1, "the forked child launched nothing");
-                expect_range("300m shared by a process and its forked child", pct[0] + extra[0], 25, 35);
+                expect_range("300m shared by a process and its forked child", pct[0] + extra[0], CAP_LO, 35);
         } else if (!strcmp(scenario, "fork_local_failed")) {
                 /* A process whose local enforcement failed (compute.local of
                  * another layout) forks after the file is gone: the child
@@ -594,7 +601,7 @@ static int parent(const char *scenario)
                 free(log);
                 fprintf(stderr, "parent %.1f%% + forked child %.1f%%\n", pct[0], extra[0]);
                 expect_range("300m forked child of a process whose local enforcement failed", extra[0],
-                             25, 35);
+                             CAP_LO, 35);
         } else if (!strcmp(scenario, "daemon") || !strcmp(scenario, "daemon_gone")) {
                 /* Leases from a daemon (the real arbiter behind a stand-in
                  * service): a lone `share` slice borrows the idle GPU; when
@@ -616,7 +623,7 @@ static int parent(const char *scenario)
                 fprintf(stderr, "daemon saw %lu WANT and %lu DONE frames\n", wants, dones);
                 CT_ASSERT(wants > 0 && dones > 0, "the shim did not talk to the daemon");
                 if (gone) {
-                        expect_range("300m after its daemon went away (local cap)", pct[0], 25, 35);
+                        expect_range("300m after its daemon went away (local cap)", pct[0], CAP_LO, 35);
                         char logp[400];
                         snprintf(logp, sizeof(logp), "%s/shim.log", dir);
                         char *log = ct_read_file(logp);
