@@ -179,13 +179,17 @@ static int need_columns(const char *path, const struct fields *h, const char *co
         return 0;
 }
 
-int trace_nodes_read(const char *path, struct trace_node **ret, size_t *ret_n)
+/* Read the rows of path (records of `size` bytes, one per row through
+ * `row`) into *ret and *ret_n, once the header has every column of cols. */
+static int read_table(const char *path, const char *const *cols, size_t size,
+                      int (*row)(void *ctx, const struct fields *f, const struct fields *h,
+                                 unsigned line),
+                      void **ret, size_t *ret_n)
 {
-        static const char *const cols[] = { "cpu_milli", "memory_mib", "gpu", "model", NULL };
-        struct vec v = { .size = sizeof(struct trace_node) };
+        struct vec v = { .size = size };
         char hbuf[MAX_LINE];
         struct fields h = { .n = 0 };
-        int r = read_csv(path, hbuf, &h, node_row, &v);
+        int r = read_csv(path, hbuf, &h, row, &v);
         if (r >= 0)
                 r = need_columns(path, &h, cols);
         if (r < 0) {
@@ -197,20 +201,22 @@ int trace_nodes_read(const char *path, struct trace_node **ret, size_t *ret_n)
         return 0;
 }
 
+int trace_nodes_read(const char *path, struct trace_node **ret, size_t *ret_n)
+{
+        static const char *const cols[] = { "cpu_milli", "memory_mib", "gpu", "model", NULL };
+        void *items = NULL;
+        int r = read_table(path, cols, sizeof(struct trace_node), node_row, &items, ret_n);
+        if (r == 0)
+                *ret = items;
+        return r;
+}
+
 int trace_pods_read(const char *path, struct trace_pod **ret, size_t *ret_n)
 {
         static const char *const cols[] = { "cpu_milli", "memory_mib", "num_gpu", "gpu_milli", NULL };
-        struct vec v = { .size = sizeof(struct trace_pod) };
-        char hbuf[MAX_LINE];
-        struct fields h = { .n = 0 };
-        int r = read_csv(path, hbuf, &h, pod_row, &v);
-        if (r >= 0)
-                r = need_columns(path, &h, cols);
-        if (r < 0) {
-                free(v.items);
-                return r;
-        }
-        *ret = v.items;
-        *ret_n = v.n;
-        return 0;
+        void *items = NULL;
+        int r = read_table(path, cols, sizeof(struct trace_pod), pod_row, &items, ret_n);
+        if (r == 0)
+                *ret = items;
+        return r;
 }
