@@ -93,6 +93,29 @@ class World:
         self.daemon = None
         self.children = []
 
+    def start_daemon_on_tmpfs(self, size):
+        """The daemon with its state directory on a tmpfs of `size` (e.g.
+        "256k") in a mount namespace of its own (root and unshare(1); see
+        skip_unless_tmpfs_namespace), so a test can fill it or bind parts of
+        it read-only from inside (in_daemon_ns) without touching the host."""
+        os.makedirs(self.state, mode=0o700)
+        logf = open(self.log, "ab")
+        script = ('mount --make-rprivate / && mount -t tmpfs -o size=%s,mode=0700 gs-state "$1" '
+                  '&& shift && exec "$@"' % size)
+        self.daemon = subprocess.Popen(
+            ["unshare", "-m", "sh", "-c", script, "sh", self.state, self.daemon_bin, "--sim",
+             "--state-dir", self.state, "--socket", self.sock], env=self.env, stdout=logf,
+            stderr=logf)
+        logf.close()
+        self.wait_for(lambda: os.path.exists(self.sock), timeout=15, what="the daemon's socket")
+        return self.daemon
+
+    def in_daemon_ns(self, cmd, check_rc=False):
+        """A shell command in the daemon's mount namespace (its view of the
+        state directory)."""
+        return subprocess.run(["nsenter", "-t", str(self.daemon.pid), "-m", "sh", "-c", cmd],
+                              capture_output=True, text=True, timeout=10, check=check_rc)
+
     def start_daemon(self, *args, wait=True):
         logf = open(self.log, "ab")
         self.daemon = subprocess.Popen(
@@ -212,3 +235,16 @@ class World:
                 "ERROR: LeakSanitizer" in logs:
             print(logs, file=sys.stderr)
             fail("sanitizer report in the daemon's log")
+
+
+def skip_unless_tmpfs_namespace():
+    """Exit SKIP unless this test may mount a tmpfs in a mount namespace of
+    its own and enter the daemon's (root, unshare(1), nsenter(1))."""
+    if os.geteuid() != 0 or not shutil.which("unshare") or not shutil.which("nsenter"):
+        print("SKIP: needs root, unshare and nsenter")
+        sys.exit(SKIP)
+    probe = subprocess.run(["unshare", "-m", "sh", "-c", "mount -t tmpfs -o size=64k none /mnt"],
+                           capture_output=True)
+    if probe.returncode != 0:
+        print("SKIP: cannot mount a tmpfs in a mount namespace: %r" % probe.stderr)
+        sys.exit(SKIP)
