@@ -5,7 +5,6 @@
  * visible GPU) over the pipe and execs. Signals are forwarded; the exit
  * status is the command's (128+N when killed by signal N). */
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -15,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "client.h"
 #include "compute_policy.h"
 #include "overuse_policy.h"
@@ -24,19 +24,35 @@
 
 #define ENV_MAX 16384
 
-static const char run_usage[] =
-        "Usage: gpuslice run --gpu SHARE [OPTIONS] -- CMD [ARGS...]\n"
-        "Run CMD in a slice of one GPU (or on whole GPUs), with its memory cap enforced.\n\n"
-        "  --gpu SHARE          300m, 0.3 (a slice) or 1, 2 (whole GPUs, no limits)\n"
-        "  --gpu-memory SIZE    memory cap, e.g. 6Gi (default: share x GPU memory)\n"
-        "  --policy P           share (default: idle time is lent) or cap\n"
-        "  --overuse P          what the watchdog does when the slice is caught over its limits:\n"
-        "                       report, kill or evict (default: gpusliced's --overuse-policy)\n"
-        "  --name NAME          a name for the slice ([A-Za-z0-9._-], shown by ls)\n"
-        "  --sim                use simgpu, the simulated driver (also for a started daemon)\n"
-        "  -h, --help           this text\n\n"
-        "Exit status: CMD's status; 128+N if CMD was killed by signal N; 125 if gpuslice\n"
-        "itself failed (no slice); 126/127 if CMD could not be executed.\n";
+enum { OPT_GPU = 1, OPT_MEMORY, OPT_POLICY, OPT_OVERUSE, OPT_NAME, OPT_SIM };
+
+static const struct cli_opt run_table[] = {
+        { OPT_GPU, 0, "gpu", "SHARE", "300m, 0.3 (a slice) or 1, 2 (whole GPUs, no limits)", NULL },
+        { OPT_MEMORY, 0, "gpu-memory", "SIZE", "memory cap, e.g. 6Gi (default: share x GPU memory)",
+          NULL },
+        { OPT_POLICY, 0, "policy", "P", "share (default: idle time is lent) or cap", "share cap" },
+        { OPT_OVERUSE, 0, "overuse", "P",
+          "what the watchdog does when the slice is caught over its limits:\n"
+          "report, kill or evict (default: gpusliced's --overuse-policy)",
+          "report kill evict" },
+        { OPT_NAME, 0, "name", "NAME", "a name for the slice ([A-Za-z0-9._-], shown by ls)", NULL },
+        { OPT_SIM, 0, "sim", NULL, "use simgpu, the simulated driver (also for a started daemon)",
+          NULL },
+};
+
+const struct cli_cmd cli_cmd_run = {
+        .name = "run",
+        .usage = "--gpu SHARE [OPTIONS] -- CMD [ARGS...]",
+        .summary = "run a command in a GPU slice (gpuslice run --gpu 300m -- CMD...)",
+        .description = "Run CMD in a slice of one GPU (or on whole GPUs), with its memory cap "
+                       "enforced.\n",
+        .footer = "Exit status: CMD's status; 128+N if CMD was killed by signal N; 125 if gpuslice\n"
+                  "itself failed (no slice); 126/127 if CMD could not be executed.\n",
+        .opts = run_table,
+        .n_opts = GS_ARRAY_SIZE(run_table),
+        .flags = CLI_CMD_OPERANDS_FIRST,
+        .operand = "COMMAND",
+};
 
 static volatile sig_atomic_t child_pid;
 
@@ -85,55 +101,52 @@ struct run_opts {
         bool sim;
 };
 
-static int parse_run(int argc, char **argv, struct run_opts *o)
+/* Parse run's options into o; 1 after --help, -EINVAL after a usage error
+ * (printed), else 0 and *ret_cmd is the command line. */
+static int parse_run(int argc, char **argv, struct run_opts *o, char ***ret_cmd)
 {
-        static const struct option opts[] = {
-                { "gpu", required_argument, NULL, 'g' },   { "gpu-memory", required_argument, NULL, 'm' },
-                { "policy", required_argument, NULL, 'p' }, { "name", required_argument, NULL, 'n' },
-                { "overuse", required_argument, NULL, 'o' },
-                { "sim", no_argument, NULL, 's' },          { "help", no_argument, NULL, 'h' },
-                { 0 },
-        };
         struct gs_error *err = NULL;
         bool have_gpu = false;
+        struct cli_args a;
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
+        cli_args_init(&a, &cli_cmd_run, argc, argv);
+        while ((c = cli_args_next(&a)) > 0) {
+                const char *v = a.arg;
                 int r = 0;
                 switch (c) {
-                case 'g':
-                        r = gs_gpu_quantity_parse("--gpu", optarg, &o->milli, &err);
+                case OPT_GPU:
+                        r = gs_gpu_quantity_parse("--gpu", v, &o->milli, &err);
                         have_gpu = true;
                         break;
-                case 'm':
-                        r = gs_memory_size_parse("--gpu-memory", optarg, &o->memory, &err);
+                case OPT_MEMORY:
+                        r = gs_memory_size_parse("--gpu-memory", v, &o->memory, &err);
                         break;
-                case 'p':
-                        if (gs_compute_policy_parse_str(optarg, &(enum gs_compute_policy){ 0 }) < 0)
-                                r = gs_error_set(&err, -EINVAL, "--policy: '%s' is not %s", optarg,
+                case OPT_POLICY:
+                        if (gs_compute_policy_parse_str(v, &(enum gs_compute_policy){ 0 }) < 0)
+                                r = gs_error_set(&err, -EINVAL, "--policy: '%s' is not %s", v,
                                                  "share or cap");
-                        o->policy = optarg;
+                        o->policy = v;
                         break;
-                case 'o':
-                        if (gs_overuse_policy_parse_str(optarg, &(enum gs_overuse_policy){ 0 }) < 0)
+                case OPT_OVERUSE:
+                        if (gs_overuse_policy_parse_str(v, &(enum gs_overuse_policy){ 0 }) < 0)
                                 r = gs_error_set(&err, -EINVAL, "--overuse: '%s' is not one of %s",
-                                                 optarg, GS_OVERUSE_POLICY_NAMES);
-                        o->overuse = optarg;
+                                                 v, GS_OVERUSE_POLICY_NAMES);
+                        o->overuse = v;
                         break;
-                case 'n': o->name = optarg; break;
-                case 's': o->sim = true; break;
-                case 'h': fputs(run_usage, stdout); return 1;
-                default: fputs(run_usage, stderr); return -EINVAL;
+                case OPT_NAME: o->name = v; break;
+                case OPT_SIM: o->sim = true; break;
                 }
                 if (r < 0) {
-                        fprintf(stderr, "gpuslice run: %s\n", gs_error_msg(err));
+                        cli_usage_error(&cli_cmd_run, "%s", gs_error_msg(err));
                         gs_error_free(err);
                         return -EINVAL;
                 }
         }
-        if (!have_gpu || optind >= argc) {
-                fprintf(stderr, "gpuslice run: %s\n\n%s",
-                        have_gpu ? "no command given (after --)" : "--gpu is required", run_usage);
+        if (c < 0)
+                return c == CLI_ARGS_HELP ? 1 : -EINVAL;
+        if (!have_gpu || a.ind >= argc) {
+                cli_usage_error(&cli_cmd_run, "%s",
+                                have_gpu ? "no command given (after --)" : "--gpu is required");
                 return -EINVAL;
         }
         if (o->memory && o->milli >= 1000) {
@@ -141,6 +154,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o)
                                 "whole GPUs have no memory cap\n");
                 return -EINVAL;
         }
+        *ret_cmd = argv + a.ind;
         return 0;
 }
 
@@ -160,10 +174,10 @@ static int wait_child(pid_t pid)
 int cmd_run(int argc, char **argv)
 {
         struct run_opts o = { 0 };
-        int r = parse_run(argc, argv, &o);
+        char **cmd = NULL;
+        int r = parse_run(argc, argv, &o, &cmd);
         if (r != 0)
                 return r > 0 ? 0 : CLI_EXIT_USAGE;
-        char **cmd = argv + optind;
 
         struct gs_error *err = NULL;
         int fd = -1;

@@ -9,7 +9,6 @@
  * stops them on Ctrl-C; every start gets a fresh slice for its process (as
  * `gpuslice run` does) and every exit releases it. */
 #include <errno.h>
-#include <getopt.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -19,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "error.h"
 #include "macro.h"
 #include "number.h"
@@ -38,30 +38,39 @@ struct up_state {
         struct up_slices *slices;
 };
 
-static void usage(FILE *out)
-{
-        fputs("usage: gpuslice up [--sim] [--grace SECONDS] SPEC\n"
-              "\n"
-              "Start every API of the API spec SPEC (YAML), each in its own GPU slice, and\n"
-              "keep them running until Ctrl-C:\n"
-              "  - the whole spec is placed before anything starts; if one API does not fit,\n"
-              "    nothing starts and the message says which GPU would be short of what;\n"
-              "  - each output line is prefixed with its API's name, [name] ...;\n"
-              "  - an API that exits is restarted after 0.5s, doubling to 30s (reset once it\n"
-              "    has stayed up 30s); one that failed for a reason a restart cannot fix\n"
-              "    (its slice refused by the daemon, its command not found or not\n"
-              "    executable: exit status 127 or 126) is not restarted: `up: NAME: not\n"
-              "    restarted: REASON`; the others keep running, and once none is left `up`\n"
-              "    exits; either way with status 4;\n"
-              "  - Ctrl-C, SIGTERM or SIGHUP stops them all (SIGTERM, then SIGKILL after the grace\n"
-              "    period, default 10s) and frees their slices; exit status 0. If `up` itself is\n"
-              "    killed, even with kill -9, every API and what it started dies with it.\n"
-              "\n"
-              "  --sim             use simgpu (no NVIDIA driver needed) if no daemon runs\n"
-              "  --grace SECONDS   how long APIs get to stop before SIGKILL\n"
-              "  -h, --help        this help\n",
-              out);
-}
+enum { OPT_SIM = 1, OPT_GRACE };
+
+static const struct cli_opt up_table[] = {
+        { OPT_SIM, 0, "sim", NULL, "use simgpu (no NVIDIA driver needed) if no daemon runs", NULL },
+        { OPT_GRACE, 0, "grace", "SECONDS", "how long APIs get to stop before SIGKILL (default 10)",
+          NULL },
+};
+
+const struct cli_cmd cli_cmd_up = {
+        .name = "up",
+        .usage = "[--sim] [--grace SECONDS] SPEC",
+        .summary = "start every API of a spec file in its slice (gpuslice up apis.yaml)",
+        .description =
+                "Start every API of the API spec SPEC (YAML), each in its own GPU slice, and\n"
+                "keep them running until Ctrl-C:\n"
+                "  - the whole spec is placed before anything starts; if one API does not fit,\n"
+                "    nothing starts and the message says which GPU would be short of what;\n"
+                "  - each output line is prefixed with its API's name, [name] ...;\n"
+                "  - an API that exits is restarted after 0.5s, doubling to 30s (reset once it\n"
+                "    has stayed up 30s); one that failed for a reason a restart cannot fix\n"
+                "    (its slice refused by the daemon, its command not found or not\n"
+                "    executable: exit status 127 or 126) is not restarted: `up: NAME: not\n"
+                "    restarted: REASON`; the others keep running, and once none is left `up`\n"
+                "    exits; either way with status 4;\n"
+                "  - Ctrl-C, SIGTERM or SIGHUP stops them all (SIGTERM, then SIGKILL after the grace\n"
+                "    period, default 10s) and frees their slices; exit status 0. If `up` itself is\n"
+                "    killed, even with kill -9, every API and what it started dies with it.\n",
+        .footer = "Exit status: 0 after Ctrl-C; 2 usage; 3 the spec does not fit (nothing was\n"
+                  "started); 4 an API was not restarted; 125 gpuslice itself failed.\n",
+        .opts = up_table,
+        .n_opts = GS_ARRAY_SIZE(up_table),
+        .operand = "FILE",
+};
 
 /* Free everything of st; safe on a half-built state. */
 static void state_done(struct up_state *st)
@@ -206,49 +215,38 @@ static int parse_grace(const char *s, uint64_t *ret_ms)
 
 int cmd_up(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "sim", no_argument, NULL, 's' },
-                { "grace", required_argument, NULL, 'g' },
-                { "help", no_argument, NULL, 'h' },
-                { NULL, 0, NULL, 0 },
-        };
         struct up_slices_options sopt = { .sim = false };
         struct up_state st = { 0 };
         struct up_options opt;
         struct up_hooks hooks;
         _cleanup_error_ struct gs_error *err = NULL;
+        struct cli_args a;
         int c, r;
 
         up_options_default(&opt);
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        cli_args_init(&a, &cli_cmd_up, argc, argv);
+        while ((c = cli_args_next(&a)) > 0) {
                 switch (c) {
-                case 's':
+                case OPT_SIM:
                         sopt.sim = true;
                         break;
-                case 'g':
-                        if (parse_grace(optarg, &opt.grace_ms) < 0) {
-                                fprintf(stderr, "gpuslice up: --grace %s: expected seconds "
-                                        "(0..3600)\n", optarg);
-                                return CLI_EXIT_USAGE;
-                        }
+                case OPT_GRACE:
+                        if (parse_grace(a.arg, &opt.grace_ms) < 0)
+                                return cli_usage_error(&cli_cmd_up,
+                                                       "--grace %s: expected seconds (0..3600)",
+                                                       a.arg);
                         break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CLI_EXIT_USAGE;
                 }
         }
-        if (optind != argc - 1) {
-                fputs("gpuslice up: expected one API spec file (see gpuslice up --help)\n", stderr);
-                return CLI_EXIT_USAGE;
-        }
+        if (c < 0)
+                return cli_args_exit(c);
+        if (a.ind != argc - 1)
+                return cli_usage_error(&cli_cmd_up, "expected one API spec file");
+        const char *spec_path = argv[a.ind];
 
-        r = gs_spec_load_file(argv[optind], &st.spec, &err);
+        r = gs_spec_load_file(spec_path, &st.spec, &err);
         if (r == 0)
-                r = prepare_apis(&st, argv[optind], &err);
+                r = prepare_apis(&st, spec_path, &err);
         if (r == 0)
                 r = up_slices_open(&sopt, st.spec, &st.slices, &err);
         if (r == 0)
@@ -262,7 +260,7 @@ int cmd_up(int argc, char **argv)
         }
 
         fprintf(stderr, "up: starting %zu API%s from %s\n", st.spec->n_apis,
-                st.spec->n_apis == 1 ? "" : "s", argv[optind]);
+                st.spec->n_apis == 1 ? "" : "s", spec_path);
         hooks = (struct up_hooks){ .prepare = up_slices_prepare, .exited = up_slices_exited,
                                    .ud = st.slices };
         r = up_supervise(st.apis, st.spec->n_apis, &hooks, &opt);

@@ -1,41 +1,122 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice: the command-line front-end. A table of subcommands, one file
- * each (cmd_<name>.c). */
+ * each (cmd_<name>.c), each with its option table (cli_opts.h) from which
+ * its --help, `gpuslice help NAME`, the completion and the man pages come.
+ * `gpuslice __dump-options` (hidden) prints every table for
+ * scripts/gen-cli-docs. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
+#include "macro.h"
 
 struct command {
         const char *name;
         int (*fn)(int argc, char **argv);
+        const struct cli_cmd *opts; /* its table; NULL: not converted yet (summary below) */
         const char *summary;
 };
 
 static const struct command commands[] = {
-        { "run", cmd_run, "run a command in a GPU slice (gpuslice run --gpu 300m -- CMD...)" },
-        { "up", cmd_up, "start every API of a spec file in its slice (gpuslice up apis.yaml)" },
-        { "ls", cmd_ls, "list GPUs and their slices (--json for scripts)" },
-        { "render", cmd_render, "turn an API spec into Kubernetes manifests" },
-        { "events", cmd_events, "what the watchdog detected and did (--json, --follow)" },
-        { "top", cmd_top, "a live view of GPUs and slices (--once, --json)" },
+        { "run", cmd_run, &cli_cmd_run, NULL },
+        { "up", cmd_up, &cli_cmd_up, NULL },
+        { "ls", cmd_ls, NULL, "list GPUs and their slices (--json for scripts)" },
+        { "render", cmd_render, NULL, "turn an API spec into Kubernetes manifests" },
+        { "events", cmd_events, NULL, "what the watchdog detected and did (--json, --follow)" },
+        { "top", cmd_top, NULL, "a live view of GPUs and slices (--once, --json)" },
 };
+
+static const struct cli_opt global_table[] = {
+        { 1, 0, "state-dir", "DIR",
+          "use, or start, a private daemon in DIR ($GPUSLICE_STATE_DIR);\n"
+          "without it, the machine's daemon (/run/gpuslice) or --sim's own",
+          NULL },
+        { 2, 0, "version", NULL, "print the version and exit", NULL },
+};
+
+static const struct cli_cmd global = {
+        .name = "gpuslice",
+        .usage = "[--state-dir DIR] COMMAND [OPTIONS]",
+        .summary = "share NVIDIA GPUs between model-serving APIs",
+        .description = "Share NVIDIA GPUs between model-serving APIs, each in a slice such as 300m.\n",
+        .footer = "Environment: GPUSLICE_SOCKET, GPUSLICE_STATE_DIR (where gpusliced is), "
+                  "GPUSLICE_SHIM,\nGPUSLICE_DAEMON, GPUSLICE_SIM_LIBDIR.\n",
+        .opts = global_table,
+        .n_opts = GS_ARRAY_SIZE(global_table),
+        .operand = "COMMAND",
+};
+
+static const char *summary_of(const struct command *c)
+{
+        return c->opts ? c->opts->summary : c->summary;
+}
 
 static void usage(FILE *f)
 {
-        fputs("Usage: gpuslice [--state-dir DIR] COMMAND [OPTIONS]\n"
-              "Share NVIDIA GPUs between model-serving APIs, each in a slice such as 300m.\n\n"
-              "Commands:\n",
-              f);
-        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-                fprintf(f, "  %-6s %s\n", commands[i].name, commands[i].summary);
-        fputs("\nRun `gpuslice COMMAND --help` for a command's options.\n"
-              "--state-dir DIR (or $GPUSLICE_STATE_DIR) uses, or starts, a private daemon in DIR;\n"
-              "without it, the machine's daemon (/run/gpuslice), or --sim's private one.\n"
-              "Environment: GPUSLICE_SOCKET, GPUSLICE_STATE_DIR (where gpusliced is), "
-              "GPUSLICE_SHIM,\nGPUSLICE_DAEMON, GPUSLICE_SIM_LIBDIR.\n",
-              f);
+        fprintf(f, "Usage: gpuslice %s\n%s\nCommands:\n", global.usage, global.description);
+        for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
+                fprintf(f, "  %-7s %s\n", commands[i].name, summary_of(&commands[i]));
+        fputs("  help    print a command's help (gpuslice help COMMAND)\n\nOptions:\n", f);
+        for (size_t i = 0; i < global.n_opts; i++) {
+                const struct cli_opt *o = &global.opts[i];
+                char left[64];
+                snprintf(left, sizeof(left), "--%s%s%s", o->name, o->arg ? " " : "",
+                         o->arg ? o->arg : "");
+                fprintf(f, "  %-16s ", left);
+                for (const char *p = o->help; *p; p++) {
+                        fputc(*p, f);
+                        if (*p == '\n')
+                                fprintf(f, "%19s", "");
+                }
+                fputc('\n', f);
+        }
+        fprintf(f, "  -h, --help       print this help and exit\n\n"
+                   "Run `gpuslice help COMMAND` (or `gpuslice COMMAND --help`) for a command's "
+                   "options;\n`man gpuslice` for all of them.\n%s",
+                global.footer);
+}
+
+static const struct command *find(const char *name)
+{
+        for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
+                if (!strcmp(name, commands[i].name))
+                        return &commands[i];
+        return NULL;
+}
+
+/* gpuslice help [COMMAND] */
+static int help(int argc, char **argv)
+{
+        if (argc < 2) {
+                usage(stdout);
+                return 0;
+        }
+        const struct command *c = find(argv[1]);
+        if (!c) {
+                fprintf(stderr, "gpuslice help: unknown command '%s'\n\n", argv[1]);
+                usage(stderr);
+                return CLI_EXIT_USAGE;
+        }
+        if (c->opts) {
+                cli_cmd_help(c->opts, stdout);
+                return 0;
+        }
+        static char help_arg[] = "--help";
+        char *args[] = { argv[1], help_arg, NULL };
+        return c->fn(2, args);
+}
+
+static int dump_options(void)
+{
+        const struct cli_cmd *tables[GS_ARRAY_SIZE(commands)];
+        size_t n = 0;
+        for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
+                if (commands[i].opts)
+                        tables[n++] = commands[i].opts;
+        cli_dump_options(&global, tables, n, stdout);
+        return 0;
 }
 
 int main(int argc, char **argv)
@@ -49,18 +130,23 @@ int main(int argc, char **argv)
                 usage(stderr);
                 return CLI_EXIT_USAGE;
         }
-        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h")) {
                 usage(stdout);
                 return 0;
         }
+        if (!strcmp(argv[1], "help"))
+                return help(argc - 1, argv + 1);
         if (!strcmp(argv[1], "--version")) {
                 puts("gpuslice 0.1.0");
                 return 0;
         }
-        for (size_t i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
-                if (!strcmp(argv[1], commands[i].name))
-                        return commands[i].fn(argc - 1, argv + 1);
-        fprintf(stderr, "gpuslice: unknown command '%s'\n\n", argv[1]);
+        if (!strcmp(argv[1], "__dump-options"))
+                return dump_options();
+        const struct command *c = find(argv[1]);
+        if (c)
+                return c->fn(argc - 1, argv + 1);
+        fprintf(stderr, "gpuslice: unknown %s '%s'\n\n", argv[1][0] == '-' ? "option" : "command",
+                argv[1]);
         usage(stderr);
         return CLI_EXIT_USAGE;
 }
