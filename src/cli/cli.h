@@ -23,5 +23,9 @@ int cmd_top(int argc, char **argv);
 
 extern const struct cli_cmd cli_cmd_run;
 extern const struct cli_cmd cli_cmd_up;
+extern const struct cli_cmd cli_cmd_ls;
+extern const struct cli_cmd cli_cmd_render;
+extern const struct cli_cmd cli_cmd_events;
+extern const struct cli_cmd cli_cmd_top;
 
 #endif /* GS_CLI_H */

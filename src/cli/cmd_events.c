@@ -3,7 +3,6 @@
  * events, oldest first), as a table or as JSON; --follow keeps asking for
  * new ones every second. The daemon's event lines are documented in
  * src/daemon/events.h and docs/overuse.md. */
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
 #include <stdio.h>
@@ -13,16 +12,31 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "client.h"
+#include "macro.h"
 #include "number.h"
 
-static const char events_usage[] =
-        "Usage: gpuslice events [--json] [--follow]\n"
-        "List what the daemon's watchdog detected and did (over-use of memory or compute,\n"
-        "books that disagree with the driver, GPU processes outside slices), oldest first.\n\n"
-        "  --json       one JSON object per event, in an array (with --follow: one per line)\n"
-        "  --follow     keep printing new events until interrupted\n"
-        "  -h, --help   this text\n";
+enum { OPT_JSON = 1, OPT_FOLLOW };
+
+static const struct cli_opt events_table[] = {
+        { OPT_JSON, 0, "json", NULL,
+          "one JSON object per event, in an array (with --follow: one per line)", NULL },
+        { OPT_FOLLOW, 'f', "follow", NULL, "keep printing new events until interrupted", NULL },
+};
+
+const struct cli_cmd cli_cmd_events = {
+        .name = "events",
+        .usage = "[--json] [--follow]",
+        .summary = "what the watchdog detected and did (--json, --follow)",
+        .description = "List what the daemon's watchdog detected and did (over-use of memory or "
+                       "compute,\nbooks that disagree with the driver, GPU processes outside "
+                       "slices), oldest first.\n",
+        .footer = "gpuslice events never starts a daemon: with none it says so and exits 1.\n",
+        .opts = events_table,
+        .n_opts = GS_ARRAY_SIZE(events_table),
+        .flags = CLI_CMD_JSON,
+};
 
 /* Field names of an event line, in order; "msg" runs to the end. */
 static const char *const fields[] = { "seq", "time", "reason", "action", "pid",  "slice",
@@ -139,28 +153,20 @@ static int fetch(int fd, uint64_t *since, bool json, bool array, bool *first, st
 
 int cmd_events(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "json", no_argument, NULL, 'j' },
-                { "follow", no_argument, NULL, 'f' },
-                { "help", no_argument, NULL, 'h' },
-                { 0 },
-        };
         bool json = false, follow = false;
+        struct cli_args a;
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "hf", opts, NULL)) != -1) {
+        cli_args_init(&a, &cli_cmd_events, argc, argv);
+        while ((c = cli_args_next(&a)) > 0) {
                 switch (c) {
-                case 'j': json = true; break;
-                case 'f': follow = true; break;
-                case 'h': fputs(events_usage, stdout); return 0;
-                default: fputs(events_usage, stderr); return CLI_EXIT_USAGE;
+                case OPT_JSON: json = true; break;
+                case OPT_FOLLOW: follow = true; break;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice events: unexpected argument '%s'\n%s", argv[optind],
-                        events_usage);
-                return CLI_EXIT_USAGE;
-        }
+        if (c < 0)
+                return cli_args_exit(c);
+        if (a.ind < argc)
+                return cli_usage_error(&cli_cmd_events, "unexpected argument '%s'", argv[a.ind]);
         struct cli_conn_opts co = { .start = false };
         struct gs_error *err = NULL;
         uint64_t since = 0;

@@ -1,24 +1,37 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* gpuslice ls: the node's GPUs and their slices, as a table or as JSON
  * (stable keys, docs/daemon.md). */
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "client.h"
+#include "macro.h"
 #include "placement.h"
 #include "quantity.h"
 
-static const char ls_usage[] =
-        "Usage: gpuslice ls [--json] [--sim]\n"
-        "List the GPUs, their slices (share, memory cap, memory used) and what is free.\n\n"
-        "  --json     machine-readable output (keys documented in docs/daemon.md)\n"
-        "  --sim      list your private simulated daemon (gpuslice run --sim starts one)\n"
-        "ls never starts a daemon: with none it says so and exits 1.\n"
-        "  -h, --help this text\n";
+enum { OPT_JSON = 1, OPT_SIM };
+
+static const struct cli_opt ls_table[] = {
+        CLI_OPT_JSON(OPT_JSON),
+        { OPT_SIM, 0, "sim", NULL, "list your private simulated daemon (gpuslice run --sim starts one)",
+          NULL },
+};
+
+const struct cli_cmd cli_cmd_ls = {
+        .name = "ls",
+        .usage = "[--json] [--sim]",
+        .summary = "list GPUs and their slices (--json for scripts)",
+        .description = "List the GPUs, their slices (share, memory cap, memory used) and what is "
+                       "free.\n",
+        .footer = "gpuslice ls never starts a daemon: with none it says so and exits 1.\n",
+        .opts = ls_table,
+        .n_opts = GS_ARRAY_SIZE(ls_table),
+        .flags = CLI_CMD_JSON,
+};
 
 static void json_string(const char *s)
 {
@@ -150,27 +163,20 @@ static void print_table(const struct cli_listing *l)
 
 int cmd_ls(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "json", no_argument, NULL, 'j' },
-                { "sim", no_argument, NULL, 's' },
-                { "help", no_argument, NULL, 'h' },
-                { 0 },
-        };
         bool json = false, sim = false;
+        struct cli_args a;
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        cli_args_init(&a, &cli_cmd_ls, argc, argv);
+        while ((c = cli_args_next(&a)) > 0) {
                 switch (c) {
-                case 'j': json = true; break;
-                case 's': sim = true; break;
-                case 'h': fputs(ls_usage, stdout); return 0;
-                default: fputs(ls_usage, stderr); return CLI_EXIT_USAGE;
+                case OPT_JSON: json = true; break;
+                case OPT_SIM: sim = true; break;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice ls: unexpected argument '%s'\n", argv[optind]);
-                return CLI_EXIT_USAGE;
-        }
+        if (c < 0)
+                return cli_args_exit(c);
+        if (a.ind < argc)
+                return cli_usage_error(&cli_cmd_ls, "unexpected argument '%s'", argv[a.ind]);
         struct gs_error *err = NULL;
         int fd = -1;
         /* Read-only: it never starts a daemon (nothing would stop it). */

@@ -18,16 +18,17 @@
  *
  * Output is YAML on stdout, every string double-quoted. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "compute_policy.h"
 #include "overuse_policy.h"
 #include "error.h"
+#include "macro.h"
 #include "quantity.h"
 #include "spec.h"
 
@@ -260,68 +261,70 @@ static void render_api(FILE *f, const struct gs_api_spec *a, const char *ns,
                 (unsigned)a->port, (unsigned)a->port);
 }
 
-static void usage(FILE *f)
-{
-        fputs("usage: gpuslice render [--namespace NS] [--runtime-class NAME] [--dra] apis.yaml\n"
-              "Print a Deployment and a Service per API, asking for gpuslice.io/gpu-milli.\n"
-              "  --runtime-class NAME  the pods' runtimeClassName: use --runtime-class nvidia\n"
-              "                        unless the NVIDIA runtime is the nodes' default\n"
-              "  --dra                 ask the DRA driver " RENDER_DRA_DRIVER " instead: a\n"
-              "                        ResourceClaimTemplate <api>-gpu per API (milli, memory,\n"
-              "                        policy) that the pods claim (Kubernetes 1.36+; the\n"
-              "                        DeviceClass is in deploy/components/dra)\n",
-              f);
-}
+enum { OPT_NAMESPACE = 1, OPT_RUNTIME_CLASS, OPT_DRA };
+
+static const struct cli_opt render_table[] = {
+        { OPT_NAMESPACE, 'n', "namespace", "NS", "the objects' namespace (a DNS label)", NULL },
+        { OPT_RUNTIME_CLASS, 0, "runtime-class", "NAME",
+          "the pods' runtimeClassName: use --runtime-class nvidia\n"
+          "unless the NVIDIA runtime is the nodes' default",
+          NULL },
+        { OPT_DRA, 0, "dra", NULL,
+          "ask the DRA driver " RENDER_DRA_DRIVER " instead: a\n"
+          "ResourceClaimTemplate <api>-gpu per API (milli, memory,\n"
+          "policy) that the pods claim (Kubernetes 1.36+; the\n"
+          "DeviceClass is in deploy/components/dra)",
+          NULL },
+};
+
+const struct cli_cmd cli_cmd_render = {
+        .name = "render",
+        .usage = "[--namespace NS] [--runtime-class NAME] [--dra] SPEC",
+        .summary = "turn an API spec into Kubernetes manifests",
+        .description = "Print a Deployment and a Service per API of the API spec SPEC (YAML), "
+                       "asking for\ngpuslice.io/gpu-milli (or, with --dra, a ResourceClaim).\n",
+        .opts = render_table,
+        .n_opts = GS_ARRAY_SIZE(render_table),
+        .operand = "FILE",
+};
 
 int cmd_render(int argc, char **argv)
 {
-        static const struct option longopts[] = {
-                {"namespace", required_argument, NULL, 'n'},
-                {"runtime-class", required_argument, NULL, 'r'},
-                {"dra", no_argument, NULL, 'd'},
-                {"help", no_argument, NULL, 'h'},
-                {0},
-        };
         const char *ns = NULL, *runtime_class = NULL;
         bool dra = false;
+        struct cli_args args;
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "n:h", longopts, NULL)) != -1) {
+        cli_args_init(&args, &cli_cmd_render, argc, argv);
+        while ((c = cli_args_next(&args)) > 0) {
                 switch (c) {
-                case 'n':
-                        if (gs_dns_label_valid(optarg) <= 0) {
-                                fprintf(stderr, "gpuslice render: --namespace: '%s' is not a "
-                                                "DNS label\n", optarg);
-                                return CLI_EXIT_USAGE;
-                        }
-                        ns = optarg;
+                case OPT_NAMESPACE:
+                        if (gs_dns_label_valid(args.arg) <= 0)
+                                return cli_usage_error(&cli_cmd_render,
+                                                       "--namespace: '%s' is not a DNS label",
+                                                       args.arg);
+                        ns = args.arg;
                         break;
-                case 'r':
-                        if (!dns_subdomain_valid(optarg)) {
-                                fprintf(stderr, "gpuslice render: --runtime-class: '%s' is not a "
-                                                "RuntimeClass name (a DNS subdomain)\n", optarg);
-                                return CLI_EXIT_USAGE;
-                        }
-                        runtime_class = optarg;
+                case OPT_RUNTIME_CLASS:
+                        if (!dns_subdomain_valid(args.arg))
+                                return cli_usage_error(&cli_cmd_render,
+                                                       "--runtime-class: '%s' is not a "
+                                                       "RuntimeClass name (a DNS subdomain)",
+                                                       args.arg);
+                        runtime_class = args.arg;
                         break;
-                case 'd':
+                case OPT_DRA:
                         dra = true;
                         break;
-                case 'h':
-                        usage(stdout);
-                        return 0;
-                default:
-                        usage(stderr);
-                        return CLI_EXIT_USAGE;
                 }
         }
-        if (optind != argc - 1) {
-                usage(stderr);
-                return CLI_EXIT_USAGE;
-        }
+        if (c < 0)
+                return cli_args_exit(c);
+        if (args.ind != argc - 1)
+                return cli_usage_error(&cli_cmd_render, "expected one API spec file");
+        const char *spec_path = argv[args.ind];
         _cleanup_error_ struct gs_error *err = NULL;
         _cleanup_(gs_spec_freep) struct gs_spec *spec = NULL;
-        if (gs_spec_load_file(argv[optind], &spec, &err) < 0) {
+        if (gs_spec_load_file(spec_path, &spec, &err) < 0) {
                 fprintf(stderr, "gpuslice render: %s\n", gs_error_msg(err));
                 return CLI_EXIT_FAILURE;
         }

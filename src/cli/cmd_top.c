@@ -23,7 +23,6 @@
  *   watchdog's recent events against it, top.h). The data and the JSON
  *   are top_frame.c's. */
 #include <errno.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <poll.h>
 #include <signal.h>
@@ -36,6 +35,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_opts.h"
 #include "client.h"
 #include "macro.h"
 #include "number.h"
@@ -46,19 +46,33 @@
 #define TOP_MIN_NAME 8
 #define TOP_BAR 10
 
-static const char top_usage[] =
-        "Usage: gpuslice top [--interval MS] [--once | --json]\n"
-        "A live view of the GPUs and their slices: share configured and measured over the last\n"
-        "second, time waited for the compute gate over the last second (WAIT), memory used and\n"
-        "cap, policy, and over-use flags (FLAGS: the watchdog's events against the slice in the\n"
-        "last minute; M memory over cap, B books disagree, C compute over share, N no shim,\n"
-        "W wrong GPU; lower case while only detected, upper case once reported or acted on).\n"
-        "Keys: q (or Ctrl-C) quits.\n\n"
-        "  --interval MS  refresh period in milliseconds (100..3600000, default 1000)\n"
-        "  --once         print one frame as plain text and exit\n"
-        "  --json         print one frame as JSON and exit (keys in docs/daemon.md)\n"
-        "  -h, --help     this text\n"
-        "gpuslice top never starts gpusliced: start one with `gpusliced` (or any `gpuslice run`).\n";
+enum { OPT_INTERVAL = 1, OPT_ONCE, OPT_JSON };
+
+static const struct cli_opt top_table[] = {
+        { OPT_INTERVAL, 0, "interval", "MS",
+          "refresh period in milliseconds (100..3600000, default 1000)", NULL },
+        { OPT_ONCE, 0, "once", NULL, "print one frame as plain text and exit", NULL },
+        { OPT_JSON, 0, "json", NULL, "print one frame as JSON and exit (keys in docs/daemon.md)",
+          NULL },
+};
+
+const struct cli_cmd cli_cmd_top = {
+        .name = "top",
+        .usage = "[--interval MS] [--once | --json]",
+        .summary = "a live view of GPUs and slices (--once, --json)",
+        .description =
+                "A live view of the GPUs and their slices: share configured and measured over the "
+                "last\nsecond, time waited for the compute gate over the last second (WAIT), "
+                "memory used and\ncap, policy, and over-use flags (FLAGS: the watchdog's events "
+                "against the slice in the\nlast minute; M memory over cap, B books disagree, C "
+                "compute over share, N no shim,\nW wrong GPU; lower case while only detected, "
+                "upper case once reported or acted on).\nKeys: q (or Ctrl-C) quits.\n",
+        .footer = "gpuslice top never starts gpusliced: start one with `gpusliced` (or any "
+                  "`gpuslice run`).\n",
+        .opts = top_table,
+        .n_opts = GS_ARRAY_SIZE(top_table),
+        .flags = CLI_CMD_JSON,
+};
 
 /* ---- text ---- */
 
@@ -464,45 +478,33 @@ static int run_live(unsigned interval_ms)
 
 int cmd_top(int argc, char **argv)
 {
-        static const struct option opts[] = {
-                { "interval", required_argument, NULL, 'i' },
-                { "once", no_argument, NULL, 'o' },
-                { "json", no_argument, NULL, 'j' },
-                { "help", no_argument, NULL, 'h' },
-                { 0 },
-        };
         bool once = false, json = false;
         unsigned interval_ms = 1000;
+        struct cli_args a;
         int c;
-        optind = 1;
-        while ((c = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+        cli_args_init(&a, &cli_cmd_top, argc, argv);
+        while ((c = cli_args_next(&a)) > 0) {
                 uint64_t v;
                 switch (c) {
-                case 'i':
-                        if (gs_u64_parse_str(optarg, 3600000, &v) < 0 || v < 100) {
-                                fprintf(stderr,
-                                        "gpuslice top: --interval '%s': expected milliseconds, "
-                                        "100 to 3600000\n",
-                                        optarg);
-                                return CLI_EXIT_USAGE;
-                        }
+                case OPT_INTERVAL:
+                        if (gs_u64_parse_str(a.arg, 3600000, &v) < 0 || v < 100)
+                                return cli_usage_error(&cli_cmd_top,
+                                                       "--interval '%s': expected milliseconds, "
+                                                       "100 to 3600000",
+                                                       a.arg);
                         interval_ms = (unsigned)v;
                         break;
-                case 'o': once = true; break;
-                case 'j': json = true; break;
-                case 'h': fputs(top_usage, stdout); return 0;
-                default: fputs(top_usage, stderr); return CLI_EXIT_USAGE;
+                case OPT_ONCE: once = true; break;
+                case OPT_JSON: json = true; break;
                 }
         }
-        if (optind < argc) {
-                fprintf(stderr, "gpuslice top: unexpected argument '%s'\n", argv[optind]);
-                return CLI_EXIT_USAGE;
-        }
-        if (once && json) {
-                fputs("gpuslice top: --once and --json are exclusive (--json prints one frame)\n",
-                      stderr);
-                return CLI_EXIT_USAGE;
-        }
+        if (c < 0)
+                return cli_args_exit(c);
+        if (a.ind < argc)
+                return cli_usage_error(&cli_cmd_top, "unexpected argument '%s'", argv[a.ind]);
+        if (once && json)
+                return cli_usage_error(&cli_cmd_top,
+                                       "--once and --json are exclusive (--json prints one frame)");
         /* Fail clearly before taking the terminal when no daemon answers. */
         struct top_frame f;
         struct gs_error *err = NULL;

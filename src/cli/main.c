@@ -12,20 +12,20 @@
 #include "cli_opts.h"
 #include "macro.h"
 
+/* A subcommand: its function and its table (cli_opts.h; the name is the
+ * table's). Hidden ones (CLI_CMD_HIDDEN) are neither listed nor completed. */
 struct command {
-        const char *name;
         int (*fn)(int argc, char **argv);
-        const struct cli_cmd *opts; /* its table; NULL: not converted yet (summary below) */
-        const char *summary;
+        const struct cli_cmd *opts;
 };
 
 static const struct command commands[] = {
-        { "run", cmd_run, &cli_cmd_run, NULL },
-        { "up", cmd_up, &cli_cmd_up, NULL },
-        { "ls", cmd_ls, NULL, "list GPUs and their slices (--json for scripts)" },
-        { "render", cmd_render, NULL, "turn an API spec into Kubernetes manifests" },
-        { "events", cmd_events, NULL, "what the watchdog detected and did (--json, --follow)" },
-        { "top", cmd_top, NULL, "a live view of GPUs and slices (--once, --json)" },
+        { cmd_run, &cli_cmd_run },
+        { cmd_up, &cli_cmd_up },
+        { cmd_ls, &cli_cmd_ls },
+        { cmd_render, &cli_cmd_render },
+        { cmd_events, &cli_cmd_events },
+        { cmd_top, &cli_cmd_top },
 };
 
 static const struct cli_opt global_table[] = {
@@ -48,16 +48,12 @@ static const struct cli_cmd global = {
         .operand = "COMMAND",
 };
 
-static const char *summary_of(const struct command *c)
-{
-        return c->opts ? c->opts->summary : c->summary;
-}
-
 static void usage(FILE *f)
 {
         fprintf(f, "Usage: gpuslice %s\n%s\nCommands:\n", global.usage, global.description);
         for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
-                fprintf(f, "  %-7s %s\n", commands[i].name, summary_of(&commands[i]));
+                if (!(commands[i].opts->flags & CLI_CMD_HIDDEN))
+                        fprintf(f, "  %-7s %s\n", commands[i].opts->name, commands[i].opts->summary);
         fputs("  help    print a command's help (gpuslice help COMMAND)\n\nOptions:\n", f);
         for (size_t i = 0; i < global.n_opts; i++) {
                 const struct cli_opt *o = &global.opts[i];
@@ -81,7 +77,7 @@ static void usage(FILE *f)
 static const struct command *find(const char *name)
 {
         for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
-                if (!strcmp(name, commands[i].name))
+                if (!strcmp(name, commands[i].opts->name))
                         return &commands[i];
         return NULL;
 }
@@ -99,23 +95,16 @@ static int help(int argc, char **argv)
                 usage(stderr);
                 return CLI_EXIT_USAGE;
         }
-        if (c->opts) {
-                cli_cmd_help(c->opts, stdout);
-                return 0;
-        }
-        static char help_arg[] = "--help";
-        char *args[] = { argv[1], help_arg, NULL };
-        return c->fn(2, args);
+        cli_cmd_help(c->opts, stdout);
+        return 0;
 }
 
 static int dump_options(void)
 {
         const struct cli_cmd *tables[GS_ARRAY_SIZE(commands)];
-        size_t n = 0;
         for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
-                if (commands[i].opts)
-                        tables[n++] = commands[i].opts;
-        cli_dump_options(&global, tables, n, stdout);
+                tables[i] = commands[i].opts;
+        cli_dump_options(&global, tables, GS_ARRAY_SIZE(commands), stdout);
         return 0;
 }
 

@@ -31,8 +31,11 @@ check(len(cmds) >= 2, "commands: %r" % [c["name"] for c in cmds])
 
 general = cli("help")
 check(general.returncode == 0 and general.stdout == cli("--help").stdout, "help != --help")
-for c in cmds:
-    check("  %s " % c["name"] in general.stdout, "gpuslice help does not list " + c["name"])
+listed = general.stdout.split("Commands:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+listed = [line.split()[0] for line in listed if line.strip()]
+check(sorted(listed) == sorted([c["name"] for c in cmds] + ["help"]),
+      "gpuslice help lists %r, the tables %r: every command has a table" %
+      (listed, [c["name"] for c in cmds]))
 r = cli("help", "no-such-command")
 check(r.returncode == 2 and "no-such-command" in r.stderr, "help of an unknown command: %r" % (r,))
 
