@@ -130,6 +130,14 @@ int sim_config_load(struct sim_config *cfg)
                 return SIM_E_CONFIG;
         }
         cfg->ctx_overhead = v;
+        if (parse_u64_range("SIMGPU_POOL_CHUNK", SIM_GRANULE, 1ull << 30, 32ull << 20, true, &v))
+                return SIM_E_CONFIG;
+        if (v % SIM_GRANULE) {
+                sim_log("bad SIMGPU_POOL_CHUNK=%llu: must be a multiple of 2 MiB",
+                        (unsigned long long)v);
+                return SIM_E_CONFIG;
+        }
+        cfg->pool_chunk = v;
         if (parse_u64_range("SIMGPU_QUEUE_DEPTH", 1, SIM_QUEUE_MAX, 1024, false, &v))
                 return SIM_E_CONFIG;
         cfg->queue_depth = (uint32_t)v;

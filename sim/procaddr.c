@@ -8,7 +8,8 @@
  * such a variant, legacy otherwise), the one with the highest version <=
  * cudaVersion. No entry: CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND; entries but
  * all newer: CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT; both return
- * CUDA_ERROR_NOT_FOUND with *pfn = NULL, like the real driver. */
+ * CUDA_ERROR_NOT_FOUND with *pfn = NULL, like the real driver. The pointer
+ * handed out is an internal entry point, not the exported symbol (below). */
 #include "sim_cuda.h"
 
 #include <string.h>
@@ -21,9 +22,39 @@ struct proc_entry {
         bool per_thread;
 };
 
+/* What cuGetProcAddress hands out is never an exported symbol's address.
+ * The real driver answers with internal entry points, so a preloaded
+ * interposer that defines the exported names never gets its own functions
+ * back (nor the driver's exported ones) and must map the driver's pointers
+ * itself. simgpu does the same: each entry of sim_exports.h gets a private
+ * trampoline, a file-local function that jumps to the implementation. The
+ * library is linked -Bsymbolic-functions (CMakeLists.txt), so the jump, like
+ * every call simgpu makes to its own entry points, binds inside libcuda and
+ * never reaches an interposer. On other architectures the table holds the
+ * implementations' addresses (still bound inside the library). */
+#if defined(__x86_64__)
+#define SIM_TRAMP_BODY(s) "\tendbr64\n\tjmp " #s "\n"
+#elif defined(__aarch64__)
+#define SIM_TRAMP_BODY(s) "\thint #34\n\tb " #s "\n"
+#endif
+
+#ifdef SIM_TRAMP_BODY
+#define SIM_TRAMP(b, s) sim_pa_##b##__##s
+#define SIM_FN(b, s, v, f)                                                              \
+        __asm__(".text\n\t.p2align 4\n\t.type sim_pa_" #b "__" #s ", @function\n"         \
+                "sim_pa_" #b "__" #s ":\n" SIM_TRAMP_BODY(s)                              \
+                "\t.size sim_pa_" #b "__" #s ", .-sim_pa_" #b "__" #s "\n");             \
+        extern char SIM_TRAMP(b, s)[] __attribute__((visibility("hidden")));
+#include "sim_exports.h"
+#undef SIM_FN
+#define SIM_ENTRY(b, s) ((void *)SIM_TRAMP(b, s))
+#else
+#define SIM_ENTRY(b, s) ((void *)s)
+#endif
+
 #define D false
 #define P true
-#define SIM_FN(b, s, v, f) { #b, #s, (void *)s, v, f },
+#define SIM_FN(b, s, v, f) { #b, #s, SIM_ENTRY(b, s), v, f },
 static const struct proc_entry table[] = {
 #include "sim_exports.h"
 };

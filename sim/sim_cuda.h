@@ -220,6 +220,17 @@ bool sim_table_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_alloc *ou
 /* Returns a pool block (already removed from the table) to its pool. */
 void sim_pool_free_block(const struct sim_alloc *a);
 
+/* --- pool.c --- */
+/* Takes r bytes (a multiple of 2 MiB) for one block out of pool: from its
+ * free reserve, else by growing the reserve by at least the pool chunk,
+ * charged to the device. Atomic with every other take, free, trim and
+ * release of this process's pools. CUDA_SUCCESS, or
+ * CUDA_ERROR_OUT_OF_MEMORY with nothing taken. */
+CUresult sim_pool_take(struct CUmemPoolHandle_st *pool, uint64_t r);
+/* Gives back r bytes taken for a block that could not be completed (they
+ * stay in the reserve, released at the next synchronisation). */
+void sim_pool_untake(struct CUmemPoolHandle_st *pool, uint64_t r);
+
 /* --- launch.c --- */
 /* Enqueues one decoded launch on stream s (or records it into the stream's
  * capture graph). */
@@ -236,7 +247,8 @@ CUresult sim_decode(const struct CUfunc_st *f, void **params, void **extra,
 CUresult sim_graph_append(struct CUgraph_st *g, const struct sim_launch *l);
 
 /* --- procaddr.c --- */
-/* Looks up an exported symbol by exact name; NULL if absent. */
+/* The internal entry point (what cuGetProcAddress hands out) of an exported
+ * symbol, by exact name; NULL if absent. */
 void *sim_symbol(const char *name);
 
 #endif /* SIM_CUDA_H */

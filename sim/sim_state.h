@@ -137,6 +137,7 @@ struct sim_config {
         uint64_t ctx_overhead;
         uint32_t queue_depth;
         uint64_t timeslice_ns;
+        uint64_t pool_chunk; /* a memory pool's reserve grows by at least this (per process) */
         char name[SIM_NAME_MAX];
         char dir[4096];
 };

@@ -107,32 +107,18 @@ SIM_EXPORT CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytes, CUm
         uint64_t r = sim_round(bytes);
         if (r == UINT64_MAX)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        pthread_mutex_lock(&sim_g.mu);
-        uint64_t avail = pool->reserved - pool->used, need = avail >= r ? 0 : r - avail;
-        pthread_mutex_unlock(&sim_g.mu);
-        if (need) {
-                sim_pools_release(pool->dev); /* give back other pools' slack first */
-                rc = sim_charge(pool->dev, need);
-                if (rc != CUDA_SUCCESS)
-                        return rc;
-        }
+        rc = sim_pool_take(pool, r); /* pool.c: atomic, grows by chunks */
+        if (rc != CUDA_SUCCESS)
+                return rc;
         uint64_t base = sim_host_map(r);
         struct sim_alloc a = { .base = base, .size = r, .dev = pool->dev, .kind = SIM_A_POOL,
                                .ctx = c, .pool = pool };
         if (!base || !sim_table_add(&a)) {
                 if (base)
                         munmap((void *)(uintptr_t)base, r);
-                sim_uncharge(pool->dev, need);
+                sim_pool_untake(pool, r);
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
-        pthread_mutex_lock(&sim_g.mu);
-        pool->reserved += need;
-        pool->used += r;
-        if (pool->reserved > pool->reserved_high)
-                pool->reserved_high = pool->reserved;
-        if (pool->used > pool->used_high)
-                pool->used_high = pool->used;
-        pthread_mutex_unlock(&sim_g.mu);
         *dptr = base;
         return CUDA_SUCCESS;
 }

@@ -420,8 +420,13 @@ static int run_routes(void)
         CUdriverProcAddressQueryResult qs = CU_GET_PROC_ADDRESS_SUCCESS;
         CUresult r = gpa("cuNoSuchThing", &f, 13000, 0, &qs);
         EXPECT(r != CUDA_SUCCESS || f == NULL, "unknown symbol");
+        /* The driver answers with an internal entry point (simgpu, like the
+         * real driver, never its exported address): it must come back
+         * untouched, a function of libcuda, not of the shim. */
         CU_OK(gpa("cuCtxSynchronize", &f, 13000, 0, NULL));
-        EXPECT(f == sync, "unhooked symbol passes through");
+        Dl_info di;
+        EXPECT(f && dladdr(f, &di) && di.dli_fname && strstr(di.dli_fname, "libcuda"),
+               "unhooked symbol passes through: %p is in %s", f, f && dladdr(f, &di) ? di.dli_fname : "?");
         return 0;
 }
 
