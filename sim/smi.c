@@ -10,6 +10,7 @@
  *   simgpu-smi --clear-lost N
  * Exit status: 0 ok, 1 refused (state in use, no such device), 2 usage or
  * configuration error. */
+#include "gs_version.h"
 #include "sim_state.h"
 
 #include <errno.h>
@@ -20,7 +21,7 @@
 
 static void usage(FILE *f)
 {
-        fputs("usage: simgpu-smi [--json | --reset | --set-lost N | --clear-lost N]\n"
+        fputs("usage: simgpu-smi [--json | --reset | --set-lost N | --clear-lost N | --version]\n"
               "Reads simgpu's state in $SIMGPU_DIR (default $XDG_RUNTIME_DIR/simgpu or\n"
               "/tmp/simgpu-<uid>).\n",
               f);
@@ -103,6 +104,10 @@ int main(int argc, char **argv)
         const char *cmd = argc > 1 ? argv[1] : "";
         if (strcmp(cmd, "-h") == 0 || strcmp(cmd, "--help") == 0) {
                 usage(stdout);
+                return 0;
+        }
+        if (strcmp(cmd, "--version") == 0) {
+                printf("simgpu-smi %s\n", GS_VERSION);
                 return 0;
         }
         if (*cmd && strcmp(cmd, "--json") && strcmp(cmd, "--reset") &&

@@ -10,6 +10,7 @@
 
 #include "cli.h"
 #include "cli_opts.h"
+#include "gs_version.h"
 #include "macro.h"
 
 /* A subcommand: its function and its table (cli_opts.h; the name is the
@@ -126,7 +127,7 @@ int main(int argc, char **argv)
         if (!strcmp(argv[1], "help"))
                 return help(argc - 1, argv + 1);
         if (!strcmp(argv[1], "--version")) {
-                puts("gpuslice 0.1.0");
+                printf("gpuslice %s\n", GS_VERSION);
                 return 0;
         }
         if (!strcmp(argv[1], "__dump-options"))

@@ -11,6 +11,7 @@
 
 #include "extender.h"
 #include "http_server.h"
+#include "gs_version.h"
 #include "log.h"
 #include "log_stderr.h"
 #include "number.h"
@@ -120,7 +121,7 @@ static int parse_args(struct options *o, int argc, char **argv)
                                 return bad("--log-level", optarg, "error, warning, info or debug");
                         break;
                 case O_VERSION:
-                        puts("gpuslice-extender 0.1.0");
+                        printf("gpuslice-extender %s\n", GS_VERSION);
                         return 1;
                 case O_HELP:
                         usage(stdout);

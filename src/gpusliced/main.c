@@ -23,6 +23,7 @@
 #include "frontends.h"
 #include "http_server.h"
 #include "compute_policy.h"
+#include "gs_version.h"
 #include "install_shim.h"
 #include "log.h"
 #include "log_stderr.h"
@@ -516,7 +517,7 @@ int main(int argc, char **argv)
         if (argc > 1 && strcmp(argv[1], "install-shim") == 0)
                 return install_shim_main(argc - 1, argv + 1);
         if (argc > 1 && strcmp(argv[1], "--version") == 0)
-                return puts("gpusliced 0.1.0") == EOF;
+                return printf("gpusliced %s\n", GS_VERSION) < 0;
         static struct daemon d;
         d.listen.fd = d.sig.fd = -1;
         d.loop.epfd = -1;

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "compute_policy.h"
+#include "gs_version.h"
 #include "kube_plugin.h"
 #include "log.h"
 #include "log_stderr.h"
@@ -93,7 +94,8 @@ static void usage(FILE *f)
               "  --policy share|cap    compute policy of the slices\n"
               "  --release-grace S     never free an allocation younger than S seconds (60)\n"
               "  --pod-poll-ms MS      PodResources period (10000)\n"
-              "  --health-poll-ms MS   inventory refresh period (2000)\n",
+              "  --health-poll-ms MS   inventory refresh period (2000)\n"
+              "  --version             print the version and exit\n",
               f);
 }
 
@@ -122,6 +124,7 @@ int main(int argc, char **argv)
                 {"nvml-dir", required_argument, NULL, 'N'},
                 {"nvml", no_argument, NULL, 'n'},
                 {"help", no_argument, NULL, 'H'},
+                {"version", no_argument, NULL, 'V'},
                 {0},
         };
         int c;
@@ -161,6 +164,9 @@ int main(int argc, char **argv)
                         break;
                 case 'H':
                         usage(stdout);
+                        return 0;
+                case 'V':
+                        printf("gpuslice-kubelet-plugin %s\n", GS_VERSION);
                         return 0;
                 default:
                         usage(stderr);
