@@ -81,7 +81,7 @@ static void do_init(void)
         sim_g.st = sim_g.att.st;
         sim_lock(sim_g.st);
         sim_reap(sim_g.st, true);
-        r = sim_proc_register(sim_g.st);
+        r = sim_proc_register(sim_g.st, sim_g.att.fd);
         sim_unlock(sim_g.st);
         if (r < 0) {
                 sim_log("no free process slot (%d processes)", SIM_MAX_PROCS);

@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x31555047534d4953ULL /* "SIMGPU1" */
-#define SIM_STATE_VERSION 2u
+#define SIM_STATE_VERSION 3u
 #define SIM_MAX_DEVICES 16
 /* Processes and contexts machine-wide: 8 GPUs x 64 processes with one
  * context each, and room to spare. The file is sparse and its records are
@@ -79,6 +79,13 @@ struct sim_proc_rec {
         int32_t pid;
         uint32_t state;      /* enum sim_proc_state */
         uint64_t start_time; /* /proc/<pid>/stat field 22 */
+        /* The image's link to the driver: libcuda's descriptor of the state
+         * file (-1: unknown). Like the real driver's /dev/nvidia* files it
+         * is close-on-exec, so an execve (or closing it) ends the process's
+         * use of the GPU: its memory and contexts are returned. */
+        int32_t att_fd;
+        uint32_t pad;
+        uint64_t att_dev, att_ino; /* what att_fd must still refer to */
         uint64_t used[SIM_MAX_DEVICES]; /* bytes charged incl. context overhead */
         uint32_t nctx[SIM_MAX_DEVICES]; /* live contexts per device */
         uint64_t busy[SIM_MAX_DEVICES]; /* cumulative device time (ns) */
@@ -205,9 +212,12 @@ static inline int sim_ctx_slots(const struct sim_state *st)
  * proc on device dev. Returns the slot, or -1 when all are in use. */
 int sim_ctx_alloc(struct sim_state *st, int proc, int dev);
 
-/* Under the lock: registers the calling process (or finds its record).
- * Returns the slot or SIM_E_FULL. */
-int sim_proc_register(struct sim_state *st);
+/* Under the lock: registers the calling process image, whose libcuda holds
+ * the state file open on att_fd. A record of the same process (pid and
+ * start time) is of an earlier image (before an execve; one image registers
+ * once): its memory and contexts are returned first, as the real driver
+ * frees them at exec. Returns the slot or SIM_E_FULL. */
+int sim_proc_register(struct sim_state *st, int att_fd);
 
 /* Under the lock: reaps dead processes, returning their memory, contexts,
  * events and queued work. force=false does it only when the periodic reap
@@ -220,7 +230,10 @@ int sim_reap(struct sim_state *st, bool force);
  * /proc for the processes of every other GPU. Returns the number reaped. */
 int sim_reap_dev(struct sim_state *st, int dev);
 
-/* Under the lock: true when the process record is of a live process. */
+/* Under the lock: true when the process record is of a live process whose
+ * image still holds the driver open (its att_fd). What cannot be read
+ * (another user's /proc entries, no file descriptor left to read them)
+ * counts as alive: memory is never returned on a guess. */
 bool sim_proc_alive(const struct sim_proc_rec *p);
 
 /* Under the lock: advance every device's timeline to now. */

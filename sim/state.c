@@ -13,29 +13,40 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-uint64_t sim_proc_start_time(pid_t pid)
+/* Start time of pid (/proc/<pid>/stat field 22) into *out: 0, -ENOENT /
+ * -ESRCH when there is no such process, another -errno when it cannot be
+ * read (EMFILE: no descriptor left, EACCES). */
+static int proc_start(pid_t pid, uint64_t *out)
 {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
         if (fd < 0)
-                return 0;
+                return -errno;
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        int err = errno;
         close(fd);
-        if (n <= 0)
-                return 0;
+        if (n < 0)
+                return err == ESRCH ? -ESRCH : -EIO;
+        if (n == 0)
+                return -ESRCH; /* the process went away while we read */
         buf[n] = 0;
         /* comm may contain spaces and parens: fields start after the last ')' */
         char *p = strrchr(buf, ')');
         if (!p)
-                return 0;
+                return -EIO;
         p++;
         /* field 3 (state) is the first after ')'; starttime is field 22 */
         for (int field = 2; field < 22 && *p; p++)
                 if (*p == ' ')
                         field++;
-        uint64_t v;
-        return sim_parse_u64_prefix(p, &v, NULL) == 0 ? v : 0;
+        return sim_parse_u64_prefix(p, out, NULL) == 0 ? 0 : -EIO;
+}
+
+uint64_t sim_proc_start_time(pid_t pid)
+{
+        uint64_t v = 0;
+        return proc_start(pid, &v) == 0 ? v : 0;
 }
 
 /* st is the mapping of a file just created by ftruncate, so every byte is
@@ -208,25 +219,55 @@ void sim_unlock(struct sim_state *st)
         pthread_mutex_unlock(&st->lock);
 }
 
+/* Whether pid's descriptor fd still refers to the file (dev, ino): false
+ * only when it certainly does not (closed: at an execve, or reused for
+ * another file). */
+static bool attach_held(pid_t pid, int fd, uint64_t dev, uint64_t ino)
+{
+        if (fd < 0)
+                return true;
+        char path[64];
+        snprintf(path, sizeof(path), "/proc/%d/fd/%d", (int)pid, fd);
+        struct stat sb;
+        if (stat(path, &sb) < 0)
+                return errno != ENOENT;
+        return (uint64_t)sb.st_dev == dev && (uint64_t)sb.st_ino == ino;
+}
+
 bool sim_proc_alive(const struct sim_proc_rec *p)
 {
         if (p->state != SIM_PROC_ALIVE)
                 return false;
         if (kill(p->pid, 0) < 0 && errno == ESRCH)
                 return false;
-        uint64_t st = sim_proc_start_time(p->pid);
-        return st != 0 && st == p->start_time;
+        uint64_t st = 0;
+        int r = proc_start(p->pid, &st);
+        if (r == -ENOENT || r == -ESRCH)
+                return false;
+        if (r < 0)
+                return true; /* cannot tell: not dead */
+        if (st != p->start_time)
+                return false; /* a recycled pid */
+        return attach_held(p->pid, p->att_fd, p->att_dev, p->att_ino);
 }
 
-int sim_proc_register(struct sim_state *st)
+static void reap_one(struct sim_state *st, int p);
+
+int sim_proc_register(struct sim_state *st, int att_fd)
 {
         pid_t pid = getpid();
         uint64_t start = sim_proc_start_time(pid);
         int free_slot = -1, exited_slot = -1, n = sim_proc_slots(st);
         for (int i = 0; i < n; i++) {
                 struct sim_proc_rec *p = &st->proc[i];
-                if (p->state == SIM_PROC_ALIVE && p->pid == pid && p->start_time == start)
-                        return i;
+                if (p->state == SIM_PROC_ALIVE && p->pid == pid && p->start_time == start) {
+                        /* our pid before an execve: that image is gone */
+                        sim_advance_all(st, sim_now_ns());
+                        reap_one(st, i);
+                        if (free_slot < 0)
+                                free_slot = i;
+                        continue;
+                }
                 if (p->state == SIM_PROC_FREE && free_slot < 0)
                         free_slot = i;
                 if (p->state == SIM_PROC_EXITED && exited_slot < 0)
@@ -251,6 +292,13 @@ int sim_proc_register(struct sim_state *st)
         memset(p, 0, sizeof(*p));
         p->pid = pid;
         p->start_time = start;
+        p->att_fd = -1;
+        struct stat sb;
+        if (att_fd >= 0 && fstat(att_fd, &sb) == 0) {
+                p->att_fd = att_fd;
+                p->att_dev = (uint64_t)sb.st_dev;
+                p->att_ino = (uint64_t)sb.st_ino;
+        }
         uint64_t now = sim_now_ns();
         for (unsigned d = 0; d < SIM_MAX_DEVICES; d++) {
                 p->snaps[d][0].t_ns = now;
