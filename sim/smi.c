@@ -8,6 +8,10 @@
  *   simgpu-smi --reset       remove the state when no live process uses it
  *   simgpu-smi --set-lost N  mark device N lost (NVML: NVML_ERROR_GPU_IS_LOST)
  *   simgpu-smi --clear-lost N
+ *   simgpu-smi -L            one line per GPU, as nvidia-smi -L prints it
+ *   simgpu-smi --query-gpu=index,uuid,name --format=csv,noheader [-i N]
+ *                            nvidia-smi's query form (those fields only), so
+ *                            scripts written for nvidia-smi run on simgpu
  * Exit status: 0 ok, 1 refused (state in use, no such device), 2 usage or
  * configuration error. */
 #include "gs_version.h"
@@ -21,7 +25,9 @@
 
 static void usage(FILE *f)
 {
-        fputs("usage: simgpu-smi [--json | --reset | --set-lost N | --clear-lost N | --version]\n"
+        fputs("usage: simgpu-smi [--json | --reset | --set-lost N | --clear-lost N | -L |\n"
+              "                   --query-gpu=index,uuid,name --format=csv[,noheader] [-i N] |\n"
+              "                   --version]\n"
               "Reads simgpu's state in $SIMGPU_DIR (default $XDG_RUNTIME_DIR/simgpu or\n"
               "/tmp/simgpu-<uid>).\n",
               f);
@@ -86,6 +92,70 @@ static void print_table(struct sim_state *st)
         }
 }
 
+/* Prints the devices as nvidia-smi -L does. */
+static void print_list(const struct sim_state *st)
+{
+        for (unsigned i = 0; i < st->ndev; i++)
+                printf("GPU %u: %s (UUID: %s)\n", i, st->dev[i].name, st->dev[i].uuid);
+}
+
+static int parse_index(const char *s, const struct sim_state *st, unsigned *out);
+
+static bool field_is(const char *f, size_t n, const char *name)
+{
+        return n == strlen(name) && strncmp(f, name, n) == 0;
+}
+
+/* nvidia-smi --query-gpu=FIELDS --format=csv[,noheader] [-i N] for the
+ * fields index, uuid and name. Returns the exit status. */
+static int print_query(const struct sim_state *st, int argc, char **argv)
+{
+        const char *fields = argv[1] + strlen("--query-gpu="), *format = NULL, *only = NULL;
+        for (int i = 2; i < argc; i++) {
+                if (strncmp(argv[i], "--format=", 9) == 0)
+                        format = argv[i] + 9;
+                else if (strcmp(argv[i], "-i") == 0 && i + 1 < argc)
+                        only = argv[++i];
+                else
+                        return fprintf(stderr, "simgpu-smi: unknown argument %s\n", argv[i]), 2;
+        }
+        if (!format || (strcmp(format, "csv") && strcmp(format, "csv,noheader")))
+                return fputs("simgpu-smi: --query-gpu needs --format=csv or csv,noheader\n",
+                             stderr), 2;
+        char list[256];
+        snprintf(list, sizeof(list), "%s", fields);
+        for (char *f = list; *f; f += strcspn(f, ",") + (f[strcspn(f, ",")] != '\0'))
+                if (!field_is(f, strcspn(f, ","), "index") && !field_is(f, strcspn(f, ","), "uuid") &&
+                    !field_is(f, strcspn(f, ","), "name"))
+                        return fprintf(stderr, "simgpu-smi: unknown field in %s (fields: index, "
+                                       "uuid, name)\n", fields), 2;
+        unsigned lo = 0, hi = st->ndev;
+        if (only) {
+                if (parse_index(only, st, &lo) < 0)
+                        return 1;
+                hi = lo + 1;
+        }
+        if (strcmp(format, "csv") == 0)
+                printf("%s\n", fields);
+        for (unsigned i = lo; i < hi; i++) {
+                const char *f = fields;
+                while (*f) {
+                        size_t n = strcspn(f, ",");
+                        if (field_is(f, n, "index"))
+                                printf("%u", i);
+                        else if (field_is(f, n, "uuid"))
+                                printf("%s", st->dev[i].uuid);
+                        else
+                                printf("%s", st->dev[i].name);
+                        f += n;
+                        if (*f)
+                                printf(", "), f++;
+                }
+                printf("\n");
+        }
+        return 0;
+}
+
 static int parse_index(const char *s, const struct sim_state *st, unsigned *out)
 {
         const char *end = NULL;
@@ -110,8 +180,10 @@ int main(int argc, char **argv)
                 printf("simgpu-smi %s\n", GS_VERSION);
                 return 0;
         }
+        bool query = strncmp(cmd, "--query-gpu=", 12) == 0;
+        bool list = strcmp(cmd, "-L") == 0 || strcmp(cmd, "--list-gpus") == 0;
         if (*cmd && strcmp(cmd, "--json") && strcmp(cmd, "--reset") &&
-            strcmp(cmd, "--set-lost") && strcmp(cmd, "--clear-lost")) {
+            strcmp(cmd, "--set-lost") && strcmp(cmd, "--clear-lost") && !query && !list) {
                 usage(stderr);
                 return 2;
         }
@@ -121,7 +193,9 @@ int main(int argc, char **argv)
                 return 2;
         }
         struct sim_attach a = { .fd = -1 };
-        int r = sim_state_attach(&a, &cfg, false);
+        /* The GPUs exist before any program used them: -L and the query
+         * make the state, as a first CUDA program would. */
+        int r = sim_state_attach(&a, &cfg, query || list);
         if (r == SIM_E_ABSENT) {
                 if (strcmp(cmd, "--json") == 0)
                         printf("{\n  \"devices\": [\n  ],\n  \"processes\": [\n  ]\n}\n");
@@ -141,6 +215,10 @@ int main(int argc, char **argv)
         sim_advance_all(st, sim_now_ns());
         if (strcmp(cmd, "--json") == 0) {
                 print_json(st);
+        } else if (list) {
+                print_list(st);
+        } else if (query) {
+                rc = print_query(st, argc, argv);
         } else if (strcmp(cmd, "--reset") == 0) {
                 int live = 0;
                 for (int p = 0; p < sim_proc_slots(st); p++)
