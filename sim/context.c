@@ -130,6 +130,7 @@ static void ctx_free(struct CUctx_st *c)
                 }
         pthread_mutex_unlock(&sim_g.mu);
         sim_mem_of_ctx_free(c);
+        sim_ctx_limits_free(c);
         struct sim_state *st = sim_g.st;
         sim_lock(st);
         sim_ctx_release(st, c->slot);

@@ -74,6 +74,8 @@ static CUresult module_new(struct CUmod_st **out, const void *image, bool need_c
         m->magic = SIM_MAGIC_MOD;
         m->ctx = c;
         CUresult r = parse_ptx(m, image);
+        if (r == CUDA_SUCCESS)
+                r = sim_module_globals_load(m, image, strnlen(image, PTX_MAX));
         if (r != CUDA_SUCCESS) {
                 free(m);
                 return r;
@@ -160,6 +162,7 @@ SIM_EXPORT CUresult cuModuleUnload(CUmodule m)
         if (!m || m->magic != SIM_MAGIC_MOD)
                 return CUDA_ERROR_INVALID_HANDLE;
         sim_obj_del(&m->link);
+        sim_module_globals_free(m);
         m->magic = 0;
         for (int i = 0; i < m->nfuncs; i++)
                 m->funcs[i].magic = 0;

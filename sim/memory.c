@@ -156,7 +156,8 @@ bool sim_table_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_alloc *ou
         return ok;
 }
 
-#define SIM_A_DEVICE_ACCESSIBLE (SIM_A_DEV | SIM_A_MANAGED | SIM_A_HOST | SIM_A_POOL | SIM_A_VMM)
+#define SIM_A_DEVICE_ACCESSIBLE                                                           \
+        (SIM_A_DEV | SIM_A_MANAGED | SIM_A_HOST | SIM_A_POOL | SIM_A_VMM | SIM_A_MODULE)
 
 bool sim_range_ok(uint64_t p, size_t n)
 {
@@ -250,7 +251,8 @@ void sim_mem_of_ctx_free(struct CUctx_st *c)
                 pthread_mutex_lock(&sim_g.mu);
                 for (size_t i = 0; i < tab_n; i++)
                         if (tab[i].ctx == c && (tab[i].kind & (SIM_A_DEV | SIM_A_MANAGED |
-                                                               SIM_A_HOST | SIM_A_POOL))) {
+                                                               SIM_A_HOST | SIM_A_POOL |
+                                                               SIM_A_MODULE))) {
                                 a = tab[i];
                                 memmove(&tab[i], &tab[i + 1], (tab_n - i - 1) * sizeof(*tab));
                                 tab_n--;

@@ -49,6 +49,12 @@ struct CUctx_st {
         unsigned flags;
         bool primary;
         struct CUctx_st *next; /* list of live contexts (sim_g.ctxs) */
+        /* cuCtxSetLimit (limits.c): values set (bit per CUlimit in
+         * limits_set, others at their defaults) and the device memory they
+         * reserve beyond what SIMGPU_CTX_OVERHEAD covers; guarded by sim_g.mu */
+        size_t limits[CU_LIMIT_MAX];
+        uint32_t limits_set;
+        uint64_t limits_charged;
 };
 
 struct CUstream_st {
@@ -79,12 +85,25 @@ struct CUfunc_st {
         char name[32];
 };
 
+/* A __device__ variable of a module (PTX `.global` declaration). */
+struct sim_mod_global {
+        char name[64];
+        uint64_t offset; /* in the module's global segment */
+        uint64_t size;
+};
+#define SIM_MOD_GLOBALS 32
+
 struct CUmod_st {
         uint32_t magic;
         struct CUctx_st *ctx;
         struct CUfunc_st funcs[2]; /* gs_busy, gs_fill when present */
         int nfuncs;
         struct sim_link link;
+        /* module_globals.c: the global segment, device memory of the module's
+         * context charged at load (0 when there are no globals) */
+        struct sim_mod_global globals[SIM_MOD_GLOBALS];
+        int nglobals;
+        uint64_t gbase, gbytes;
 };
 
 /* A decoded launch of a project kernel. */
@@ -192,6 +211,7 @@ enum sim_alloc_kind {
         SIM_A_POOL = 8,     /* from a memory pool (async) */
         SIM_A_VMM = 16,     /* a cuMemMap'd range (charged at cuMemCreate) */
         SIM_A_RESERVE = 32, /* a cuMemAddressReserve range */
+        SIM_A_MODULE = 64,  /* a module's global segment (cuModuleGetGlobal) */
 };
 
 /* One allocation of this process, keyed by base address. */
@@ -230,6 +250,18 @@ CUresult sim_pool_take(struct CUmemPoolHandle_st *pool, uint64_t r);
 /* Gives back r bytes taken for a block that could not be completed (they
  * stay in the reserve, released at the next synchronisation). */
 void sim_pool_untake(struct CUmemPoolHandle_st *pool, uint64_t r);
+
+/* --- limits.c --- */
+/* Returns what context c's limits reserve (cuCtxDestroy, primary reset). */
+void sim_ctx_limits_free(struct CUctx_st *c);
+
+/* --- module_globals.c --- */
+/* Reads the `.global` variables of PTX text into m and allocates their
+ * segment in m's context (charged). CUDA_SUCCESS, CUDA_ERROR_INVALID_PTX
+ * (too many, or a malformed declaration) or CUDA_ERROR_OUT_OF_MEMORY. */
+CUresult sim_module_globals_load(struct CUmod_st *m, const char *text, size_t len);
+/* Frees m's global segment (cuModuleUnload). */
+void sim_module_globals_free(struct CUmod_st *m);
 
 /* --- launch.c --- */
 /* Enqueues one decoded launch on stream s (or records it into the stream's
