@@ -44,7 +44,9 @@ bench: build
 
 # gpuslice, gpusliced (and gpuslice-extender) in PREFIX/bin, the shim in
 # PREFIX/lib/gpuslice, the systemd unit in PREFIX/lib/systemd/system, the docs in
-# PREFIX/share/doc/gpuslice (cmake/GsInstall.cmake; docs/daemon.md, Which daemon).
+# PREFIX/share/doc/gpuslice, the bash completion in
+# PREFIX/share/bash-completion/completions/gpuslice and the man pages in
+# PREFIX/share/man/man1 (cmake/GsInstall.cmake; docs/daemon.md, Which daemon).
 install: $(if $(filter 1,$(NOBUILD)),,build)
 	DESTDIR="$(DESTDIR)" cmake --install $(BUILD) --prefix "$(PREFIX)"
 

@@ -277,10 +277,12 @@ static void dump_cmd(const struct cli_cmd *cmd, FILE *f)
         fputs("]}", f);
 }
 
-void cli_dump_options(const struct cli_cmd *global, const struct cli_cmd *const *cmds, size_t n,
-                      FILE *f)
+void cli_dump_options(const char *version, const struct cli_cmd *global,
+                      const struct cli_cmd *const *cmds, size_t n, FILE *f)
 {
-        fputs("{\"program\": ", f);
+        fputs("{\"version\": ", f);
+        json_str(f, version);
+        fputs(",\n\"program\": ", f);
         dump_cmd(global, f);
         fputs(",\n\"commands\": [", f);
         for (size_t i = 0; i < n; i++) {

@@ -35,6 +35,11 @@
  *
  * Then add &cli_cmd_NAME and cmd_NAME to main.c's table (cli.h declares
  * both). -h/--help is added to every table by this layer: never list it.
+ * After adding or changing a table, run `scripts/gen-cli-docs
+ * BUILD/src/cli/gpuslice` and commit what it rewrites (the bash completion
+ * packaging/completion/gpuslice.bash and the man pages docs/man/gpuslice*.1): the
+ * ctest cli_docs_drift fails while they disagree with the tables. An
+ * operand of "NAME" completes the slices' names.
  * A read command that can print JSON lists CLI_OPT_JSON(ID) and sets
  * CLI_CMD_JSON (docs and tests find the JSON commands by it); its JSON keys
  * carry their units (memory_used_bytes, gpu_time_ratio, ...). */
@@ -119,11 +124,11 @@ void cli_cmd_help(const struct cli_cmd *cmd, FILE *f);
 /* Print the global table (gpuslice's own options; its name is the
  * program's) and the n commands' tables on f as one JSON object, which
  * scripts/gen-cli-docs turns into the bash completion and the man pages:
- * {"program": {cmd}, "commands": [{cmd}...]} with cmd = {"name", "usage",
+ * {"version", "program": {cmd}, "commands": [{cmd}...]} with cmd = {"name", "usage",
  * "summary", "description", "footer", "json", "hidden", "operand",
  * "options": [{"name", "letter", "arg", "help", "values"}...]} (absent
  * texts are null; --help is listed as any option). */
-void cli_dump_options(const struct cli_cmd *global, const struct cli_cmd *const *cmds, size_t n,
-                      FILE *f);
+void cli_dump_options(const char *version, const struct cli_cmd *global,
+                      const struct cli_cmd *const *cmds, size_t n, FILE *f);
 
 #endif /* GS_CLI_OPTS_H */

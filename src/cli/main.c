@@ -71,7 +71,7 @@ static void usage(FILE *f)
         }
         fprintf(f, "  -h, --help       print this help and exit\n\n"
                    "Run `gpuslice help COMMAND` (or `gpuslice COMMAND --help`) for a command's "
-                   "options;\n`man gpuslice` for all of them.\n%s",
+                   "options;\n`man gpuslice-COMMAND` for its manual page.\n%s",
                 global.footer);
 }
 
@@ -105,7 +105,7 @@ static int dump_options(void)
         const struct cli_cmd *tables[GS_ARRAY_SIZE(commands)];
         for (size_t i = 0; i < GS_ARRAY_SIZE(commands); i++)
                 tables[i] = commands[i].opts;
-        cli_dump_options(&global, tables, GS_ARRAY_SIZE(commands), stdout);
+        cli_dump_options(GS_VERSION, &global, tables, GS_ARRAY_SIZE(commands), stdout);
         return 0;
 }
 
