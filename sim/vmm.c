@@ -316,7 +316,8 @@ struct sim_vmm_handle {
         uint32_t magic;
         int fd;
         int dev;
-        int refs; /* 1 until cuMemRelease, +1 per mapping */
+        int refs; /* 1 per unreleased reference (cuMemCreate, cuMemRetainAllocationHandle),
+                   * +1 per mapping: the memory is freed when it drops to 0 */
         uint64_t size;
         CUmemAllocationProp prop;
 };
@@ -390,6 +391,23 @@ SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle hh)
         if (!h)
                 return CUDA_ERROR_INVALID_VALUE;
         handle_unref(h);
+        return CUDA_SUCCESS;
+}
+
+/* A second reference to the allocation mapped at addr: the same handle
+ * value, released by its own cuMemRelease (the driver keeps the memory until
+ * every reference and every mapping is gone). */
+SIM_EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *out, void *addr)
+{
+        SIM_NEED_INIT();
+        struct sim_alloc a;
+        if (!out || !sim_table_find((uint64_t)(uintptr_t)addr, 1, SIM_A_VMM, &a))
+                return CUDA_ERROR_INVALID_VALUE;
+        struct sim_vmm_handle *h = (struct sim_vmm_handle *)a.ctx;
+        pthread_mutex_lock(&sim_g.mu);
+        h->refs++;
+        pthread_mutex_unlock(&sim_g.mu);
+        *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
         return CUDA_SUCCESS;
 }
 

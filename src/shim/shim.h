@@ -61,6 +61,10 @@ struct shim_extra {
         __typeof__(&cuMemPoolGetAttribute) cuMemPoolGetAttribute;
         __typeof__(&cuDeviceGetMemPool) cuDeviceGetMemPool;
         __typeof__(&cuCtxGetDevice) cuCtxGetDevice;
+        __typeof__(&cuCtxGetCurrent) cuCtxGetCurrent;
+        __typeof__(&cuStreamGetCtx) cuStreamGetCtx;
+        __typeof__(&cuCtxPushCurrent) cuCtxPushCurrent;
+        __typeof__(&cuCtxPopCurrent) cuCtxPopCurrent;
         __typeof__(&nvmlDeviceGetUUID) nvmlDeviceGetUUID;
 };
 extern struct shim_extra shim_x;
@@ -169,6 +173,9 @@ int shim_books_reserve(uint64_t bytes);
 void shim_books_force(uint64_t bytes);
 /* Gives back bytes reserved or charged. */
 void shim_books_release(uint64_t bytes);
+/* Reclaims the slots of processes that are gone (for reports: the figure
+ * then shows what the driver still holds). Reads /proc; not for hot paths. */
+void shim_books_reclaim(void);
 /* Bytes charged to the whole slice. */
 uint64_t shim_books_used(void);
 /* The cap in force: the lower of conf_limit and the limit recorded in the
@@ -194,17 +201,27 @@ enum shim_kind {
         SHIM_K_ARRAY = 5,   /* CUarray */
         SHIM_K_MIPMAP = 6,  /* CUmipmappedArray */
         SHIM_K_CTX = 7,     /* cuCtxCreate context */
-        SHIM_K_PRIMARY = 8, /* primary context of a device; aux = retain count */
+        SHIM_K_PRIMARY = 8, /* primary context of a device; aux = retain count, ctx = it */
+        SHIM_K_MAP = 9,     /* a cuMemMap'd range: key = address, bytes = size, aux = handle */
 };
 struct shim_entry {
         uint64_t key;
         uint64_t bytes;
         uint64_t aux;
+        uint64_t ctx;  /* the context it lives in (freed with it), or 0 */
         uint32_t kind; /* enum shim_kind; 0 = empty */
         uint32_t tomb; /* 1 = deleted */
 };
 /* Inserts or replaces (kind, key). 0 or -ENOMEM. O(1) amortised. */
 int shim_table_put(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux);
+/* shim_table_put with the context the object lives in (ctx: freed with
+ * it, see shim_table_drop_ctx). */
+int shim_table_put_in(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux, uint64_t ctx);
+/* Removes every entry of a kind in the mask `kinds` (bit 1 << kind) that
+ * lives in ctx, copying at most n_ret of them into ret; returns how many it
+ * removed (call again while it returns n_ret). O(table size): for context
+ * teardown only. */
+size_t shim_table_drop_ctx(uint64_t ctx, uint32_t kinds, struct shim_entry *ret, size_t n_ret);
 /* Looks (kind, key) up into *ret. true if found. */
 bool shim_table_get(uint32_t kind, uint64_t key, struct shim_entry *ret);
 /* Removes (kind, key), copying it into *ret. true if it was there. */
@@ -223,6 +240,10 @@ bool shim_dev_is_slice(CUdevice dev);
 /* Re-reads every tracked pool's reserve and fixes the books; called before
  * refusing a reservation and before reports. */
 void shim_pools_refresh(void);
+/* The driver freed context ctx with everything allocated in it (cuCtxDestroy,
+ * the last release or a reset of a primary context): gives back what this
+ * process charged for its linear and stream-ordered allocations. */
+void shim_mem_ctx_gone(uint64_t ctx);
 /* Reserves bytes, refreshing pool reserves before refusing; logs a
  * refusal. 0 or -ENOMEM. Preserves errno. */
 int shim_reserve(uint64_t bytes);

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mman.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -23,37 +24,60 @@ static uint64_t my_owner;   /* identity of this process */
 /* -1: none yet (after fork: taken lazily). Set and cleared only under the
  * state lock; readers that act on the slot re-read it under that lock. */
 static int my_slot = -1;
-/* Set by books_exit: the process is exiting and has given its slot back;
- * no new slot is taken and every later reservation is refused. */
+/* Set by books_exit: the process is exiting (its slot stays charged until
+ * it is gone); no new slot is taken and every later reservation is
+ * refused. */
 static bool books_closed;
 static pthread_mutex_t slot_mu = PTHREAD_MUTEX_INITIALIZER; /* claiming only */
 
-/* Start time (field 22 of /proc/<pid>/stat) and state of a process; 0 when
- * it does not exist or cannot be read. */
-static uint64_t proc_start_time(int pid, char *ret_state)
+/* Start time (field 22 of /proc/<pid>/stat) and state of a process: 0,
+ * -ESRCH when the process does not exist, or another -errno when its
+ * identity cannot be read (an fd table full, /proc unreadable): the
+ * process may well be alive. */
+static int proc_identity(int pid, uint64_t *ret_start, char *ret_state)
 {
         char path[64], buf[1024];
         snprintf(path, sizeof(path), "/proc/%d/stat", pid);
         int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-                return 0;
+        if (fd < 0) {
+                int r = -errno;
+                /* ENOENT: no such process, unless /proc itself is missing. */
+                if (r == -ENOENT && kill(pid, 0) < 0 && errno == ESRCH)
+                        return -ESRCH;
+                return r == -ENOENT ? -EIO : r;
+        }
         ssize_t n = read(fd, buf, sizeof(buf) - 1);
+        int err = n < 0 ? -errno : -EIO;
         close(fd);
         struct gs_proc_stat ps;
         if (n <= 0 || gs_proc_stat_parse(buf, (size_t)n, &ps) < 0)
-                return 0;
+                return n == 0 || err == -ESRCH ? -ESRCH : err; /* an empty file: it just died */
         if (ret_state)
                 *ret_state = ps.state;
-        return ps.start_time;
+        *ret_start = ps.start_time;
+        return 0;
 }
 
+/* Whether the process of a slot still holds its memory. A process is dead
+ * only when it is known to be: gone, a zombie (the driver freed its memory
+ * at exit), or its pid reused (another start time). One whose identity
+ * cannot be read counts as alive: its memory stays charged and the slice
+ * refuses an allocation rather than let it past the cap. */
 static bool owner_alive(uint64_t owner)
 {
         if (owner == my_owner)
                 return true;
         char state = '?';
-        uint64_t start = proc_start_time(GS_SLOT_OWNER_PID(owner), &state);
-        if (!start || state == 'Z' || state == 'X')
+        uint64_t start = 0;
+        int r = proc_identity(GS_SLOT_OWNER_PID(owner), &start, &state);
+        if (r == -ESRCH)
+                return false;
+        if (r < 0) {
+                shim_log("books: cannot read the identity of pid %d (%s): counted as alive",
+                         GS_SLOT_OWNER_PID(owner), strerror(-r));
+                return true;
+        }
+        if (state == 'Z' || state == 'X')
                 return false;
         return (start & ((1ull << 40) - 1)) == GS_SLOT_OWNER_START(owner);
 }
@@ -120,7 +144,14 @@ static int claim_slot(void)
                 r = -ESHUTDOWN;
                 goto out;
         }
-        uint64_t start = proc_start_time((int)getpid(), NULL);
+        uint64_t start = 0;
+        r = proc_identity((int)getpid(), &start, NULL);
+        if (r < 0) {
+                /* Without it, other processes would take this one for dead
+                 * and reclaim its memory: take no slot (refuse). */
+                shim_log("books: cannot read this process's identity (%s): refusing", strerror(-r));
+                goto out;
+        }
         my_owner = GS_SLOT_OWNER(getpid(), start & ((1ull << 40) - 1));
         for (int attempt = 0; attempt < 2; attempt++) {
                 if (attempt == 1)
@@ -227,10 +258,12 @@ static int reserve_once(uint64_t bytes, bool force)
 {
         if (state_lock() < 0)
                 return -EIO;
-        /* The slot is re-read under the lock: books_exit clears it under
-         * the same lock, and a slot that is no longer ours takes nothing. */
+        /* The slot is re-read under the lock: a slot that is no longer ours
+         * (reclaimed as an earlier image's) takes nothing, and an exiting
+         * process reserves nothing. */
         int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
-        if (slot < 0 || (unsigned)slot >= GS_SLICE_STATE_SLOTS || st->slots[slot].owner != my_owner) {
+        if (slot < 0 || (unsigned)slot >= GS_SLICE_STATE_SLOTS || st->slots[slot].owner != my_owner ||
+            (!force && __atomic_load_n(&books_closed, __ATOMIC_ACQUIRE))) {
                 state_unlock();
                 return -ESHUTDOWN;
         }
@@ -309,28 +342,24 @@ void shim_books_atfork_child(void)
         books_closed = false;
 }
 
-/* A process that exits normally gives its slot back at once; a killed one
- * is reclaimed by the next process that needs the room. */
+void shim_books_reclaim(void)
+{
+        if (st)
+                reclaim_dead();
+}
+
+/* A process that is exiting still holds its memory until it is gone (the
+ * driver frees it then, and exit() may block after the destructors, in a
+ * final stdio flush): its slot stays charged, and is reclaimed like a
+ * killed one's by the next process of the slice that attaches, reports or
+ * needs the room once the process is really gone. From here on this
+ * process reserves nothing. */
 __attribute__((destructor)) static void books_exit(void)
 {
         if (!st)
                 return;
-        int saved = errno;
-        /* No slot is taken after this point (claim_slot checks the flag
-         * under the state lock too). */
+        /* No slot is taken and nothing reserved after this point
+         * (claim_slot and reserve_once check the flag under the state lock
+         * too). */
         __atomic_store_n(&books_closed, true, __ATOMIC_RELEASE);
-        if (state_lock() == 0) {
-                int slot = __atomic_load_n(&my_slot, __ATOMIC_ACQUIRE);
-                if (slot >= 0 && (unsigned)slot < GS_SLICE_STATE_SLOTS) {
-                        struct gs_slice_slot *s = &st->slots[slot];
-                        if (s->owner == my_owner) {
-                                st->used = st->used >= s->charged ? st->used - s->charged : 0;
-                                s->charged = 0;
-                                __atomic_store_n(&s->owner, 0, __ATOMIC_RELEASE);
-                        }
-                }
-                __atomic_store_n(&my_slot, -1, __ATOMIC_RELEASE);
-                state_unlock();
-        }
-        errno = saved;
 }

@@ -104,6 +104,8 @@ static CUresult ctx_destroy(CUcontext ctx, shim_t_cuCtxDestroy_v2 *real)
         bool had = shim_table_take(SHIM_K_CTX, (uint64_t)(uintptr_t)ctx, &e);
         CUresult r = real(ctx);
         shim_table_settle(had, &e, r);
+        if (r == CUDA_SUCCESS)
+                shim_mem_ctx_gone((uint64_t)(uintptr_t)ctx); /* the driver freed its memory */
         return r;
 }
 
@@ -141,7 +143,8 @@ CUresult shim_w_cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
                 shim_books_release(b);
                 goto out;
         }
-        if (shim_table_put(SHIM_K_PRIMARY, (uint64_t)dev, have ? e.bytes : b, (have ? e.aux : 0) + 1))
+        if (shim_table_put_in(SHIM_K_PRIMARY, (uint64_t)dev, have ? e.bytes : b, (have ? e.aux : 0) + 1,
+                              pctx ? (uint64_t)(uintptr_t)*pctx : 0))
                 shim_log("primary context not recorded: its overhead stays charged");
 out:
         pthread_mutex_unlock(&prim_mu);
@@ -157,14 +160,45 @@ static CUresult primary_release(CUdevice dev, shim_t_cuDevicePrimaryCtxRelease_v
         CUresult r = real(dev);
         if (r == CUDA_SUCCESS && shim_table_get(SHIM_K_PRIMARY, (uint64_t)dev, &e)) {
                 if (e.aux <= 1) {
+                        /* The last release destroys it and frees its memory. */
                         shim_table_take(SHIM_K_PRIMARY, (uint64_t)dev, &e);
                         shim_books_release(e.bytes);
+                        shim_mem_ctx_gone(e.ctx);
                 } else {
-                        shim_table_put(SHIM_K_PRIMARY, (uint64_t)dev, e.bytes, e.aux - 1);
+                        shim_table_put_in(SHIM_K_PRIMARY, (uint64_t)dev, e.bytes, e.aux - 1, e.ctx);
                 }
         }
         pthread_mutex_unlock(&prim_mu);
         return r;
+}
+
+/* cuDevicePrimaryCtxReset destroys the primary context whatever its retain
+ * count, with every allocation made in it: its overhead and that memory go
+ * back to the books (a later retain charges a new context). */
+static CUresult primary_reset(CUdevice dev, shim_t_cuDevicePrimaryCtxReset_v2 *real)
+{
+        pthread_mutex_lock(&prim_mu);
+        shim_gate_ctx_destroy(NULL, dev);
+        CUresult r = real(dev);
+        struct shim_entry e;
+        if (r == CUDA_SUCCESS && shim_table_take(SHIM_K_PRIMARY, (uint64_t)dev, &e)) {
+                shim_books_release(e.bytes);
+                shim_mem_ctx_gone(e.ctx);
+        }
+        pthread_mutex_unlock(&prim_mu);
+        return r;
+}
+
+CUresult shim_w_cuDevicePrimaryCtxReset(CUdevice dev)
+{
+        SHIM_ENTER(cuDevicePrimaryCtxReset, REAL(cuDevicePrimaryCtxReset)(dev));
+        return primary_reset(dev, REAL(cuDevicePrimaryCtxReset));
+}
+
+CUresult shim_w_cuDevicePrimaryCtxReset_v2(CUdevice dev)
+{
+        SHIM_ENTER(cuDevicePrimaryCtxReset_v2, REAL(cuDevicePrimaryCtxReset_v2)(dev));
+        return primary_reset(dev, REAL(cuDevicePrimaryCtxReset_v2));
 }
 
 CUresult shim_w_cuDevicePrimaryCtxRelease(CUdevice dev)
@@ -187,6 +221,7 @@ static void slice_view(uint64_t real_free, uint64_t real_total, uint64_t *ret_fr
                        uint64_t *ret_total)
 {
         shim_pools_refresh();
+        shim_books_reclaim(); /* processes that are gone hold nothing */
         uint64_t total = shim_conf.memory_limit < real_total ? shim_conf.memory_limit : real_total;
         uint64_t used = shim_books_used();
         uint64_t free = total > used ? total - used : 0;

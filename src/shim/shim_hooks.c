@@ -330,6 +330,10 @@ static void init_once_fn(void)
                 shim_x.cuMemPoolGetAttribute = REAL_DLSYM(h, "cuMemPoolGetAttribute");
                 shim_x.cuDeviceGetMemPool = REAL_DLSYM(h, "cuDeviceGetMemPool");
                 shim_x.cuCtxGetDevice = REAL_DLSYM(h, "cuCtxGetDevice");
+                shim_x.cuCtxGetCurrent = REAL_DLSYM(h, "cuCtxGetCurrent");
+                shim_x.cuStreamGetCtx = REAL_DLSYM(h, "cuStreamGetCtx");
+                shim_x.cuCtxPushCurrent = REAL_DLSYM(h, "cuCtxPushCurrent_v2");
+                shim_x.cuCtxPopCurrent = REAL_DLSYM(h, "cuCtxPopCurrent_v2");
         }
         init_slice();
         pthread_atfork(NULL, NULL, atfork_child);

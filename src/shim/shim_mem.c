@@ -12,21 +12,42 @@
  * pool's charge is set to its reserve. Pool charges are re-read on every
  * stream-ordered alloc/free, on cuMemPoolTrimTo, before refusing any
  * reservation and in reports, so a pool that shrank at synchronisation
- * gives its memory back. */
+ * gives its memory back.
+ *
+ * Every pool an allocation comes from is tracked (the table grows; a pool
+ * the shim cannot track or tell is refused, never left uncharged): the
+ * default pool of the stream's context when the call names none. A
+ * destroyed pool stays charged for its outstanding blocks until they are
+ * freed. A VMM allocation (cuMemCreate) is charged until its last handle
+ * reference (cuMemCreate, cuMemRetainAllocationHandle) is released AND its
+ * last mapping unmapped, as the driver frees it; allocations of a context
+ * are credited when the context is destroyed (the driver frees them). */
 #include <errno.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "shim.h"
 
-#define MAX_POOLS 64
-
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct {
+/* A pool this process allocated from. */
+struct pool_rec {
         CUmemoryPool pool;
-        uint64_t charged;
-} pools[MAX_POOLS];
-static unsigned n_pools;
+        uint64_t charged;  /* what the books hold for it */
+        uint64_t live;     /* bytes of its blocks this process has not freed */
+        bool destroyed;    /* cuMemPoolDestroy'd: charged = live, until they are freed */
+};
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct pool_rec *pools;
+static unsigned n_pools, cap_pools;
+
+/* The calling thread's current context (0 if none). */
+static uint64_t cur_ctx(void)
+{
+        CUcontext c = NULL;
+        if (!shim_x.cuCtxGetCurrent || shim_x.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
+                return 0;
+        return (uint64_t)(uintptr_t)c;
+}
 
 int shim_reserve(uint64_t bytes)
 {
@@ -65,23 +86,48 @@ static bool pool_reserved(CUmemoryPool pool, uint64_t *ret)
         return true;
 }
 
-/* Re-reads pool i's reserve (pool_mu held); returns the change. */
+/* Re-reads pool i's reserve (pool_mu held); returns the change. A destroyed
+ * pool cannot be asked: its charge follows its outstanding blocks. */
 static int64_t pool_update_locked(unsigned i)
 {
         uint64_t now;
-        if (!pool_reserved(pools[i].pool, &now))
+        if (pools[i].destroyed || !pool_reserved(pools[i].pool, &now))
                 return 0;
         int64_t d = (int64_t)now - (int64_t)pools[i].charged;
         pools[i].charged = now;
         return d;
 }
 
+/* The live (not destroyed) record of pool, or -1. */
 static int pool_find_locked(CUmemoryPool pool)
 {
         for (unsigned i = 0; i < n_pools; i++)
-                if (pools[i].pool == pool)
+                if (pools[i].pool == pool && !pools[i].destroyed)
                         return (int)i;
         return -1;
+}
+
+/* The record of pool, added when absent; -1 when the table cannot grow. */
+static int pool_track_locked(CUmemoryPool pool)
+{
+        int i = pool_find_locked(pool);
+        if (i >= 0)
+                return i;
+        if (n_pools == cap_pools) {
+                unsigned cap = cap_pools ? cap_pools * 2 : 16;
+                struct pool_rec *p = realloc(pools, cap * sizeof(*p));
+                if (!p)
+                        return -1;
+                pools = p;
+                cap_pools = cap;
+        }
+        pools[n_pools] = (struct pool_rec){ .pool = pool };
+        return (int)n_pools++;
+}
+
+static void pool_remove_locked(unsigned i)
+{
+        pools[i] = pools[--n_pools];
 }
 
 void shim_pools_refresh(void)
@@ -92,33 +138,6 @@ void shim_pools_refresh(void)
                 d += pool_update_locked(i);
         pthread_mutex_unlock(&pool_mu);
         books_apply(d);
-}
-
-/* After a successful stream-ordered allocation from `pool` with
- * `provisional` bytes reserved: settle the pool's charge. Returns false if
- * the pool cannot be tracked (then the allocation keeps its provisional
- * charge). */
-static bool pool_settle(CUmemoryPool pool, uint64_t provisional)
-{
-        uint64_t probe_v;
-        if (!pool || !pool_reserved(pool, &probe_v))
-                return false;
-        pthread_mutex_lock(&pool_mu);
-        int i = pool_find_locked(pool);
-        if (i < 0 && n_pools < MAX_POOLS) {
-                i = (int)n_pools++;
-                pools[i].pool = pool;
-                pools[i].charged = 0;
-        }
-        if (i < 0) {
-                pthread_mutex_unlock(&pool_mu);
-                shim_log("more than %d memory pools: charging per allocation", MAX_POOLS);
-                return false;
-        }
-        int64_t d = pool_update_locked((unsigned)i);
-        pthread_mutex_unlock(&pool_mu);
-        books_apply(d - (int64_t)provisional);
-        return true;
 }
 
 static void pool_refresh_one(CUmemoryPool pool)
@@ -132,12 +151,43 @@ static void pool_refresh_one(CUmemoryPool pool)
         books_apply(d);
 }
 
+/* A block of `bytes` from pool is gone (freed, or with its context): a live
+ * pool's charge follows its reserve; a destroyed pool gives the block back
+ * and is forgotten with its last block. */
+static void pool_block_gone(CUmemoryPool pool, uint64_t bytes)
+{
+        int64_t d = 0;
+        pthread_mutex_lock(&pool_mu);
+        int i = pool_find_locked(pool);
+        if (i < 0) {
+                for (unsigned j = 0; j < n_pools && i < 0; j++)
+                        if (pools[j].pool == pool && pools[j].live)
+                                i = (int)j;
+        }
+        if (i >= 0) {
+                struct pool_rec *p = &pools[i];
+                p->live = p->live >= bytes ? p->live - bytes : 0;
+                if (p->destroyed) {
+                        uint64_t give = p->charged > p->live ? p->charged - p->live : 0;
+                        p->charged -= give;
+                        d = -(int64_t)give;
+                        if (!p->live)
+                                pool_remove_locked((unsigned)i);
+                } else {
+                        d = pool_update_locked((unsigned)i);
+                }
+        }
+        pthread_mutex_unlock(&pool_mu);
+        books_apply(d);
+}
+
 /* ---- linear allocations ---- */
 
 /* Records a successful allocation; on failure to record, undoes it. */
 static CUresult track(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux)
 {
-        if (shim_table_put(kind, key, bytes, aux) == 0)
+        uint64_t ctx = kind == SHIM_K_PTR ? cur_ctx() : 0; /* freed with its context */
+        if (shim_table_put_in(kind, key, bytes, aux, ctx) == 0)
                 return CUDA_SUCCESS;
         shim_log("out of process memory for the allocation table: refusing an allocation");
         return CUDA_ERROR_OUT_OF_MEMORY;
@@ -247,62 +297,112 @@ static CUresult free_tracked(CUdeviceptr dptr, CUresult (*do_free)(CUdeviceptr, 
         if (!had)
                 return r;
         if (r != CUDA_SUCCESS) {
-                shim_table_put(kind, e.key, e.bytes, e.aux);
+                shim_table_put_in(kind, e.key, e.bytes, e.aux, e.ctx);
                 return r;
         }
-        shim_books_release(e.bytes);
-        if (kind == SHIM_K_ASYNC && e.aux)
-                pool_refresh_one((CUmemoryPool)(uintptr_t)e.aux);
+        if (kind == SHIM_K_ASYNC)
+                pool_block_gone((CUmemoryPool)(uintptr_t)e.aux, e.bytes);
+        else
+                shim_books_release(e.bytes);
         return r;
 }
 
 /* ---- stream-ordered allocation ---- */
 
-static CUmemoryPool current_pool(CUstream s)
+/* The context of stream s (the current one for the NULL and per-thread
+ * streams); 0 when the driver cannot tell. */
+static CUcontext stream_ctx(CUstream s)
+{
+        CUcontext c = NULL;
+        if (!shim_x.cuStreamGetCtx || shim_x.cuStreamGetCtx(s, &c) != CUDA_SUCCESS)
+                return NULL;
+        return c;
+}
+
+/* The pool cuMemAllocAsync on stream s takes from: the current pool of the
+ * device of the stream's context (which need not be current on this
+ * thread). NULL when it cannot be told. */
+static CUmemoryPool stream_pool(CUstream s, CUcontext c)
 {
         CUdevice dev = 0;
         CUmemoryPool pool = NULL;
-        (void)s; /* every context of a slice is on its one GPU: the current device's pool */
-        if (!shim_x.cuCtxGetDevice || shim_x.cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        if (!shim_x.cuCtxGetDevice || !shim_x.cuDeviceGetMemPool)
                 return NULL;
-        if (!shim_x.cuDeviceGetMemPool || shim_x.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS)
+        bool pushed = false;
+        if (shim_x.cuCtxGetDevice(&dev) != CUDA_SUCCESS || cur_ctx() != (uint64_t)(uintptr_t)c) {
+                /* Ask with the stream's context current, then put it back. */
+                if (!c || !shim_x.cuCtxPushCurrent || !shim_x.cuCtxPopCurrent ||
+                    shim_x.cuCtxPushCurrent(c) != CUDA_SUCCESS)
+                        return NULL;
+                pushed = true;
+        }
+        CUresult r = shim_x.cuCtxGetDevice(&dev);
+        if (pushed) {
+                CUcontext popped;
+                shim_x.cuCtxPopCurrent(&popped);
+        }
+        if (r != CUDA_SUCCESS || shim_x.cuDeviceGetMemPool(&pool, dev) != CUDA_SUCCESS)
                 return NULL;
+        (void)s;
         return pool;
 }
 
+static CUresult call_async(int hook, CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool,
+                           CUstream s)
+{
+        switch (hook) {
+        case SHIM_H_cuMemAllocAsync: return REAL(cuMemAllocAsync)(dptr, bytesize, s);
+        case SHIM_H_cuMemAllocAsync_ptsz: return REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, s);
+        case SHIM_H_cuMemAllocFromPoolAsync:
+                return REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, s);
+        default: return REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, s);
+        }
+}
+
+/* A stream-ordered allocation: its pool is tracked before the driver is
+ * called (a pool that cannot be told or tracked refuses the allocation:
+ * its reserve would go uncharged); the request is reserved provisionally,
+ * then the pool's charge is set to its reserve. */
 static CUresult async_alloc(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream s,
                             int hook)
 {
+        CUcontext c = stream_ctx(s);
+        bool named = pool != NULL;
+        if (!pool)
+                pool = stream_pool(s, c);
+        if (!pool) {
+                if (!c) /* the stream has no context: nothing to allocate in */
+                        return CUDA_ERROR_INVALID_CONTEXT;
+                shim_log("stream-ordered allocation refused: its pool cannot be told");
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+        pthread_mutex_lock(&pool_mu);
+        int i = pool_track_locked(pool);
+        pthread_mutex_unlock(&pool_mu);
+        if (i < 0) {
+                shim_log("stream-ordered allocation refused: out of memory to track its pool");
+                return CUDA_ERROR_OUT_OF_MEMORY;
+        }
         uint64_t b = shim_round(bytesize);
         if (shim_reserve(b) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
-        CUresult r;
-        switch (hook) {
-        case SHIM_H_cuMemAllocAsync:
-                r = REAL(cuMemAllocAsync)(dptr, bytesize, s);
-                break;
-        case SHIM_H_cuMemAllocAsync_ptsz:
-                r = REAL(cuMemAllocAsync_ptsz)(dptr, bytesize, s);
-                break;
-        case SHIM_H_cuMemAllocFromPoolAsync:
-                r = REAL(cuMemAllocFromPoolAsync)(dptr, bytesize, pool, s);
-                break;
-        default:
-                r = REAL(cuMemAllocFromPoolAsync_ptsz)(dptr, bytesize, pool, s);
-                break;
-        }
+        CUresult r = call_async(hook, dptr, bytesize, named ? pool : NULL, s);
         if (r != CUDA_SUCCESS) {
                 shim_books_release(b);
                 return r;
         }
-        if (!pool)
-                pool = current_pool(s);
-        bool settled = pool_settle(pool, b);
-        if (track(SHIM_K_ASYNC, *dptr, settled ? 0 : b, settled ? (uint64_t)(uintptr_t)pool : 0) !=
-            CUDA_SUCCESS) {
-                /* Cannot record it: the pool keeps the memory anyway. */
-                shim_log("stream-ordered allocation not recorded; its free will not be credited");
+        int64_t d = 0;
+        pthread_mutex_lock(&pool_mu);
+        i = pool_track_locked(pool);
+        if (i >= 0) {
+                pools[i].live += b;
+                d = pool_update_locked((unsigned)i);
         }
+        pthread_mutex_unlock(&pool_mu);
+        books_apply(d - (int64_t)b);
+        if (shim_table_put_in(SHIM_K_ASYNC, *dptr, b, (uint64_t)(uintptr_t)pool,
+                              (uint64_t)(uintptr_t)c) != 0)
+                shim_log("stream-ordered allocation not recorded; its pool stays charged");
         return r;
 }
 
@@ -379,12 +479,18 @@ CUresult shim_w_cuMemPoolDestroy(CUmemoryPool pool)
         CUresult r = REAL(cuMemPoolDestroy)(pool);
         if (r != CUDA_SUCCESS)
                 return r;
+        /* The driver frees the pool's free reserve now and each outstanding
+         * block when it is freed: the charge stays for those. */
         uint64_t give = 0;
         pthread_mutex_lock(&pool_mu);
         int i = pool_find_locked(pool);
         if (i >= 0) {
-                give = pools[i].charged;
-                pools[i] = pools[--n_pools];
+                struct pool_rec *p = &pools[i];
+                give = p->charged > p->live ? p->charged - p->live : 0;
+                p->charged -= give;
+                p->destroyed = true;
+                if (!p->live)
+                        pool_remove_locked((unsigned)i);
         }
         pthread_mutex_unlock(&pool_mu);
         shim_books_release(give);
@@ -392,6 +498,29 @@ CUresult shim_w_cuMemPoolDestroy(CUmemoryPool pool)
 }
 
 /* ---- virtual memory management ---- */
+
+/* A cuMemCreate allocation's entry (SHIM_K_VMM, keyed by handle) counts its
+ * references in aux: one per unreleased handle reference and one per
+ * mapping (SHIM_K_MAP, keyed by address). Its bytes go back to the books
+ * when the count drops to zero, as the driver frees it then. vmm_mu spans
+ * each driver call and its table update, so that a handle value the driver
+ * frees and hands out again cannot meet a stale entry. */
+static pthread_mutex_t vmm_mu = PTHREAD_MUTEX_INITIALIZER;
+
+/* Changes handle h's reference count by delta (vmm_mu held); untracked
+ * handles (host memory, imports) are left alone. */
+static void vmm_ref_locked(uint64_t h, int delta)
+{
+        struct shim_entry e;
+        if (!shim_table_get(SHIM_K_VMM, h, &e))
+                return;
+        if ((int64_t)e.aux + delta > 0) {
+                shim_table_put(SHIM_K_VMM, h, e.bytes, (uint64_t)((int64_t)e.aux + delta));
+                return;
+        }
+        shim_table_take(SHIM_K_VMM, h, &e);
+        shim_books_release(e.bytes);
+}
 
 CUresult shim_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
@@ -407,10 +536,12 @@ CUresult shim_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                 shim_books_release(b);
                 return r;
         }
-        if (track(SHIM_K_VMM, *handle, b, 0) != CUDA_SUCCESS) {
+        pthread_mutex_lock(&vmm_mu);
+        r = track(SHIM_K_VMM, *handle, b, 1);
+        pthread_mutex_unlock(&vmm_mu);
+        if (r != CUDA_SUCCESS) {
                 REAL(cuMemRelease)(*handle);
                 shim_books_release(b);
-                return CUDA_ERROR_OUT_OF_MEMORY;
         }
         return r;
 }
@@ -418,11 +549,77 @@ CUresult shim_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
 CUresult shim_w_cuMemRelease(CUmemGenericAllocationHandle handle)
 {
         SHIM_ENTER(cuMemRelease, REAL(cuMemRelease)(handle));
-        struct shim_entry e;
-        bool had = shim_table_take(SHIM_K_VMM, handle, &e);
+        pthread_mutex_lock(&vmm_mu);
         CUresult r = REAL(cuMemRelease)(handle);
-        shim_table_settle(had, &e, r);
+        if (r == CUDA_SUCCESS)
+                vmm_ref_locked(handle, -1); /* freed only with its last mapping */
+        pthread_mutex_unlock(&vmm_mu);
         return r;
+}
+
+CUresult shim_w_cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+        SHIM_ENTER(cuMemRetainAllocationHandle, REAL(cuMemRetainAllocationHandle)(handle, addr));
+        pthread_mutex_lock(&vmm_mu);
+        CUresult r = REAL(cuMemRetainAllocationHandle)(handle, addr);
+        if (r == CUDA_SUCCESS && handle)
+                vmm_ref_locked(*handle, +1);
+        pthread_mutex_unlock(&vmm_mu);
+        return r;
+}
+
+CUresult shim_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
+                         CUmemGenericAllocationHandle handle, unsigned long long flags)
+{
+        SHIM_ENTER(cuMemMap, REAL(cuMemMap)(ptr, size, offset, handle, flags));
+        pthread_mutex_lock(&vmm_mu);
+        CUresult r = REAL(cuMemMap)(ptr, size, offset, handle, flags);
+        struct shim_entry e;
+        if (r == CUDA_SUCCESS && shim_table_get(SHIM_K_VMM, handle, &e)) {
+                if (shim_table_put(SHIM_K_MAP, ptr, size, handle) == 0)
+                        vmm_ref_locked(handle, +1);
+                else /* unrecorded: charged until the process is gone */
+                        shim_log("mapping not recorded: its allocation stays charged");
+        }
+        pthread_mutex_unlock(&vmm_mu);
+        return r;
+}
+
+CUresult shim_w_cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+        SHIM_ENTER(cuMemUnmap, REAL(cuMemUnmap)(ptr, size));
+        pthread_mutex_lock(&vmm_mu);
+        CUresult r = REAL(cuMemUnmap)(ptr, size);
+        /* The range may span several contiguous mappings: each one found
+         * at the start of what is left drops its allocation's reference. */
+        for (uint64_t a = ptr; r == CUDA_SUCCESS && a - ptr < size;) {
+                struct shim_entry e;
+                if (!shim_table_take(SHIM_K_MAP, a, &e) || !e.bytes)
+                        break;
+                vmm_ref_locked(e.aux, -1);
+                a += e.bytes;
+        }
+        pthread_mutex_unlock(&vmm_mu);
+        return r;
+}
+
+/* ---- a context's allocations go with it ---- */
+
+void shim_mem_ctx_gone(uint64_t ctx)
+{
+        if (!ctx)
+                return;
+        struct shim_entry e[64];
+        size_t n;
+        do {
+                n = shim_table_drop_ctx(ctx, (1u << SHIM_K_PTR) | (1u << SHIM_K_ASYNC), e, 64);
+                for (size_t i = 0; i < n; i++) {
+                        if (e[i].kind == SHIM_K_ASYNC)
+                                pool_block_gone((CUmemoryPool)(uintptr_t)e[i].aux, e[i].bytes);
+                        else
+                                shim_books_release(e[i].bytes);
+                }
+        } while (n == 64);
 }
 
 /* ---- legacy 32-bit entry points: refused inside a slice ---- */

@@ -77,6 +77,11 @@ static int grow(void)
 
 int shim_table_put(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux)
 {
+        return shim_table_put_in(kind, key, bytes, aux, 0);
+}
+
+int shim_table_put_in(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux, uint64_t ctx)
+{
         int r = 0;
         pthread_mutex_lock(&table_mu);
         if ((n_live + n_tomb + 1) * 2 > n_slots) {
@@ -91,7 +96,7 @@ int shim_table_put(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux)
                         n_tomb--;
                 n_live++;
         }
-        slots[i] = (struct shim_entry){ .key = key, .bytes = bytes, .aux = aux, .kind = kind };
+        slots[i] = (struct shim_entry){ .key = key, .bytes = bytes, .aux = aux, .ctx = ctx, .kind = kind };
 out:
         pthread_mutex_unlock(&table_mu);
         return r;
@@ -125,6 +130,23 @@ bool shim_table_take(uint32_t kind, uint64_t key, struct shim_entry *ret)
         }
         pthread_mutex_unlock(&table_mu);
         return found;
+}
+
+size_t shim_table_drop_ctx(uint64_t ctx, uint32_t kinds, struct shim_entry *ret, size_t n_ret)
+{
+        size_t n = 0;
+        pthread_mutex_lock(&table_mu);
+        for (size_t i = 0; i < n_slots && n < n_ret; i++) {
+                struct shim_entry *e = &slots[i];
+                if (e->kind == 0 || e->kind >= 32 || !(kinds & (1u << e->kind)) || e->ctx != ctx)
+                        continue;
+                ret[n++] = *e;
+                *e = (struct shim_entry){ .tomb = 1 };
+                n_live--;
+                n_tomb++;
+        }
+        pthread_mutex_unlock(&table_mu);
+        return n;
 }
 
 void shim_table_settle(bool had, const struct shim_entry *e, CUresult r)

@@ -38,5 +38,15 @@ int run_exit_racer(void);
 int run_exitrace(void);
 int run_logfifo(void);
 int run_graphalloc(void);
+/* Lifetimes (shim_test_lifetime.c). */
+int run_vmm_lifetime(void);
+int run_pool_destroy(void);
+int run_pool_many(void);
+int run_pool_noctx(void);
+int run_ctx_lost(void);
+int run_exit_blocker(void);
+int run_exit_flush(void);
+int run_lt_hold(void);
+int run_fd_full(void);
 
 #endif /* GS_SHIM_TEST_H */
