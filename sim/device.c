@@ -142,6 +142,7 @@ static void atfork_child(void)
         sim_g.pools = NULL;
         sim_g.objs.next = sim_g.objs.prev = NULL;
         sim_mem_forget();
+        sim_ipc_forget();
         sim_ctx_tls_forget();
 }
 

@@ -157,7 +157,8 @@ bool sim_table_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_alloc *ou
 }
 
 #define SIM_A_DEVICE_ACCESSIBLE                                                           \
-        (SIM_A_DEV | SIM_A_MANAGED | SIM_A_HOST | SIM_A_POOL | SIM_A_VMM | SIM_A_MODULE)
+        (SIM_A_DEV | SIM_A_MANAGED | SIM_A_HOST | SIM_A_POOL | SIM_A_VMM | SIM_A_MODULE |   \
+         SIM_A_IPC)
 
 bool sim_range_ok(uint64_t p, size_t n)
 {
@@ -239,7 +240,8 @@ SIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
                 sim_pool_free_block(&a);
                 return CUDA_SUCCESS;
         }
-        release(&a);
+        if (!sim_ipc_free_exported(&a))
+                release(&a);
         return CUDA_SUCCESS;
 }
 
@@ -252,7 +254,7 @@ void sim_mem_of_ctx_free(struct CUctx_st *c)
                 for (size_t i = 0; i < tab_n; i++)
                         if (tab[i].ctx == c && (tab[i].kind & (SIM_A_DEV | SIM_A_MANAGED |
                                                                SIM_A_HOST | SIM_A_POOL |
-                                                               SIM_A_MODULE))) {
+                                                               SIM_A_MODULE | SIM_A_IPC))) {
                                 a = tab[i];
                                 memmove(&tab[i], &tab[i + 1], (tab_n - i - 1) * sizeof(*tab));
                                 tab_n--;
@@ -264,7 +266,9 @@ void sim_mem_of_ctx_free(struct CUctx_st *c)
                         return;
                 if (a.kind == SIM_A_POOL)
                         sim_pool_free_block(&a);
-                else
+                else if (a.kind == SIM_A_IPC)
+                        sim_ipc_import_drop(&a);
+                else if (!sim_ipc_free_exported(&a))
                         release(&a);
         }
 }

@@ -212,6 +212,7 @@ enum sim_alloc_kind {
         SIM_A_VMM = 16,     /* a cuMemMap'd range (charged at cuMemCreate) */
         SIM_A_RESERVE = 32, /* a cuMemAddressReserve range */
         SIM_A_MODULE = 64,  /* a module's global segment (cuModuleGetGlobal) */
+        SIM_A_IPC = 128,    /* an import of another process's memory (cuIpcOpenMemHandle) */
 };
 
 /* One allocation of this process, keyed by base address. */
@@ -262,6 +263,18 @@ void sim_ctx_limits_free(struct CUctx_st *c);
 CUresult sim_module_globals_load(struct CUmod_st *m, const char *text, size_t len);
 /* Frees m's global segment (cuModuleUnload). */
 void sim_module_globals_free(struct CUmod_st *m);
+
+/* --- ipc.c --- */
+/* Called for every device allocation being freed (cuMemFree, the context's
+ * end) after its removal from the table: an exported one is handled here
+ * (unmapped; its memory and charge stay while importers hold it) and true
+ * is returned; false leaves the release to the caller. */
+bool sim_ipc_free_exported(const struct sim_alloc *a);
+/* Drops an import (every open of it) removed from the table: the
+ * context's end. */
+void sim_ipc_import_drop(const struct sim_alloc *a);
+/* In a forked child: forget the parent's exports and imports. */
+void sim_ipc_forget(void);
 
 /* --- launch.c --- */
 /* Enqueues one decoded launch on stream s (or records it into the stream's

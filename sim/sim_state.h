@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x31555047534d4953ULL /* "SIMGPU1" */
-#define SIM_STATE_VERSION 3u
+#define SIM_STATE_VERSION 4u
 #define SIM_MAX_DEVICES 16
 /* Processes and contexts machine-wide: 8 GPUs x 64 processes with one
  * context each, and room to spare. The file is sparse and its records are
@@ -35,6 +35,8 @@
 #define SIM_QUEUE_MAX 4096
 #define SIM_MAX_EVENTS 4096
 #define SIM_SNAPS 32
+#define SIM_MAX_IPC 256      /* exported allocations (cuIpcGetMemHandle) machine-wide */
+#define SIM_IPC_IMPORTERS 8  /* processes importing one of them at once */
 #define SIM_SNAP_PERIOD_NS 100000000ull /* 100 ms between utilisation snapshots */
 #define SIM_REAP_PERIOD_NS 500000000ull /* periodic reap at most every 0.5 s */
 #define SIM_GRANULE (2ull << 20)        /* 2 MiB allocation granularity */
@@ -93,6 +95,27 @@ struct sim_proc_rec {
         struct sim_snap snaps[SIM_MAX_DEVICES][SIM_SNAPS];
 };
 
+/* An allocation exported with cuIpcGetMemHandle. Its device memory lives
+ * while the exporter's allocation or any import of it does (the real
+ * driver's reference counting), and is charged to one process, `owner`:
+ * the exporter while it holds the allocation, then an importer that keeps
+ * it alive (in the real driver's books the last reference is an importer's
+ * private memory). owner's used[] includes `bytes`. */
+struct sim_ipc_rec {
+        uint32_t in_use;
+        int32_t dev;
+        int32_t exporter;        /* process slot */
+        uint32_t exporter_holds; /* 1 until the exporter frees it (or dies) */
+        int32_t owner;           /* process slot charged for it */
+        int32_t exporter_pid;    /* where importers find the memory: */
+        int32_t memfd;           /*   /proc/<exporter_pid>/fd/<memfd> */
+        uint32_t pad;
+        uint64_t id;             /* unique, in the handle */
+        uint64_t bytes;
+        int32_t imp[SIM_IPC_IMPORTERS];       /* importer process slots, -1 free */
+        uint32_t imp_refs[SIM_IPC_IMPORTERS]; /* its opens not yet closed */
+};
+
 struct sim_dev_rec {
         char name[SIM_NAME_MAX];
         char uuid[SIM_UUID_MAX]; /* "GPU-" + 8-4-4-4-12 hex digits */
@@ -126,6 +149,7 @@ struct sim_state {
         uint32_t pad1;
         uint64_t created_ns;
         uint64_t next_reap_ns;
+        uint64_t next_ipc_id;
         /* High-water marks: no record at or above them was ever used (they
          * only grow). Read them through sim_proc_slots / sim_ctx_slots. */
         uint32_t proc_slots;
@@ -133,6 +157,7 @@ struct sim_state {
         struct sim_dev_rec dev[SIM_MAX_DEVICES];
         struct sim_proc_rec proc[SIM_MAX_PROCS];
         struct sim_event_rec ev[SIM_MAX_EVENTS];
+        struct sim_ipc_rec ipc[SIM_MAX_IPC];
         struct sim_ctx_rec ctx[SIM_MAX_CTXS];
 };
 
@@ -229,6 +254,13 @@ int sim_reap(struct sim_state *st, bool force);
  * queries): the same certainty for what the answer shows, without reading
  * /proc for the processes of every other GPU. Returns the number reaped. */
 int sim_reap_dev(struct sim_state *st, int dev);
+
+/* Under the lock: process slot p no longer holds IPC record r (it closed
+ * its last import, or freed the exported allocation, or died): when others
+ * still hold it and p was charged, the charge moves to one of them. Returns
+ * the bytes to give back to the device (the last holder left), else 0; the
+ * caller subtracts them from p's and the device's used. */
+uint64_t sim_ipc_leave(struct sim_state *st, struct sim_ipc_rec *r, int p);
 
 /* Under the lock: true when the process record is of a live process whose
  * image still holds the driver open (its att_fd). What cannot be read

@@ -308,10 +308,41 @@ int sim_proc_register(struct sim_state *st, int att_fd)
         return s;
 }
 
+uint64_t sim_ipc_leave(struct sim_state *st, struct sim_ipc_rec *r, int p)
+{
+        if (r->exporter == p)
+                r->exporter_holds = 0;
+        for (int k = 0; k < SIM_IPC_IMPORTERS; k++)
+                if (r->imp[k] == p) {
+                        r->imp[k] = -1;
+                        r->imp_refs[k] = 0;
+                }
+        int next = r->exporter_holds ? r->exporter : -1;
+        for (int k = 0; next < 0 && k < SIM_IPC_IMPORTERS; k++)
+                if (r->imp[k] >= 0)
+                        next = r->imp[k];
+        if (next < 0) {
+                r->in_use = 0; /* nobody holds it: the memory is freed */
+                return r->owner == p ? r->bytes : 0;
+        }
+        if (r->owner != p || r->dev < 0 || r->dev >= SIM_MAX_DEVICES || next >= SIM_MAX_PROCS)
+                return 0;
+        /* the charge follows the memory to a process that keeps it alive */
+        uint64_t *from = &st->proc[p].used[r->dev], *to = &st->proc[next].used[r->dev];
+        *from = *from >= r->bytes ? *from - r->bytes : 0;
+        *to += r->bytes;
+        r->owner = next;
+        return 0;
+}
+
 static void reap_one(struct sim_state *st, int p)
 {
         struct sim_proc_rec *pr = &st->proc[p];
         sim_log("reaping dead process %d", pr->pid);
+        /* imports and exports it held (what others keep alive moves to them) */
+        for (int i = 0; i < SIM_MAX_IPC; i++)
+                if (st->ipc[i].in_use)
+                        sim_ipc_leave(st, &st->ipc[i], p);
         for (int c = 0; c < sim_ctx_slots(st); c++)
                 if (st->ctx[c].in_use && st->ctx[c].proc == p)
                         sim_ctx_release(st, c);
