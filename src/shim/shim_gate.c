@@ -70,34 +70,12 @@ struct shim_gate_cu shim_gate_cu;
 
 struct shim_gate_state shim_gs = GATE_STATE_FRESH;
 
-struct tls {
-        uint64_t key;    /* hold this thread joined */
-        CUstream stream; /* the stream it measured in that hold */
-        uint64_t qend;   /* estimated end of this thread's queued work */
-        uint64_t count;  /* launches not yet flushed into `launches` */
-};
-static __thread struct tls t __attribute__((tls_model("initial-exec")));
-__thread bool shim_gate_probe __attribute__((tls_model("initial-exec")));
+/* Initial-exec TLS as shim_depth (a dlopen takes glibc's static TLS surplus). */
+__thread struct shim_gate_tls shim_gate_t __attribute__((tls_model("initial-exec")));
+_Static_assert(GS_ARB_AHEAD_NS + AHEAD_SLACK_NS == SHIM_GATE_AHEAD_NS, "shim_gate_fast's bound");
 
-uint64_t shim_gate_now(void)
-{
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
-
-void shim_gate_futex_wait(_Atomic uint32_t *f, uint32_t val, uint64_t ns)
-{
-        struct timespec ts = { .tv_sec = (time_t)(ns / 1000000000ull), .tv_nsec = (long)(ns % 1000000000ull) };
-        syscall(SYS_futex, (uint32_t *)f, FUTEX_WAIT, val, &ts, NULL, 0);
-}
-
-void shim_gate_futex_wake(_Atomic uint32_t *f)
-{
-        syscall(SYS_futex, (uint32_t *)f, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret)
+/* shim_gate_lease_read, and the seqlock word it read the lease under. */
+static bool lease_read_seq(struct gs_arb_page *p, struct shim_lease *ret, uint64_t *ret_seq)
 {
         for (int i = 0; i < 64; i++) {
                 uint64_t s1 = atomic_load_explicit(&p->seq, memory_order_acquire);
@@ -106,10 +84,18 @@ bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret)
                 ret->gen = atomic_load_explicit(&p->gen, memory_order_acquire);
                 ret->start = atomic_load_explicit(&p->start_ns, memory_order_acquire);
                 ret->until = atomic_load_explicit(&p->until_ns, memory_order_acquire);
-                if (atomic_load_explicit(&p->seq, memory_order_acquire) == s1)
+                if (atomic_load_explicit(&p->seq, memory_order_acquire) == s1) {
+                        *ret_seq = s1;
                         return true;
+                }
         }
         return false;
+}
+
+bool shim_gate_lease_read(struct gs_arb_page *p, struct shim_lease *ret)
+{
+        uint64_t seq;
+        return lease_read_seq(p, ret, &seq);
 }
 
 /* ---- set-up ---- */
@@ -188,6 +174,7 @@ static void start_locked(void)
         pthread_condattr_destroy(&ca);
         if (!shim_gate_cu.event_record)
                 shim_gate_resolve_cu();
+        shim_clock_start();
         /* Never fails: compute.local unusable, the arbiter runs privately. */
         shim_local_attach(conf);
         shim_gs.src_local.page = shim_local_page();
@@ -259,8 +246,8 @@ static void close_expired_locked(void)
         atomic_store_explicit(&shim_gs.joined, 0, memory_order_seq_cst);
         pthread_mutex_unlock(&shim_gs.hold.mu);
         for (int i = 0; i < 200; i++) {
-                int admitted = atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst) -
-                               atomic_load_explicit(&shim_gs.waiters, memory_order_seq_cst);
+                uint64_t w = atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst);
+                int admitted = SHIM_INFLIGHT(w) - atomic_load_explicit(&shim_gs.waiters, memory_order_seq_cst);
                 if (admitted <= 0)
                         break;
                 struct timespec ts = { 0, 10 * 1000 };
@@ -382,15 +369,13 @@ static void first_launch(uint64_t key, CUstream s)
         if (shim_gs.hold_key == key)
                 shim_hold_stream(key, s);
         pthread_mutex_unlock(&shim_gs.hold.mu);
-        t.key = key;
-        t.stream = s;
+        shim_gate_t.key = key;
+        shim_gate_t.stream = s;
 }
 
-void shim_gate_after(CUstream s, bool ptsz)
+void shim_gate_after(CUstream s)
 {
-        if (ptsz && !s)
-                s = CU_STREAM_PER_THREAD;
-        shim_gate_probe = false;
+        shim_gate_t.probe = false;
         shim_probe_after(s);
 }
 
@@ -422,28 +407,24 @@ void shim_gate_ctx_destroy(CUcontext ctx, CUdevice dev)
 static inline bool admit(uint64_t now, uint64_t until, bool win)
 {
         uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
-        uint64_t q = t.qend > now ? t.qend : now;
+        uint64_t q = shim_gate_t.qend > now ? shim_gate_t.qend : now;
         uint64_t ahead = GS_ARB_AHEAD_NS;
         if (win && until > now && (until - now) / 2 > ahead)
                 ahead = (until - now) / 2;
         if (q > now && q + unit > now + ahead + AHEAD_SLACK_NS)
                 return false;
-        t.qend = q + unit;
-        t.count++;
+        shim_gate_t.qend = q + unit;
+        shim_gate_t.count++;
         return true;
 }
 
-/* The page shows a lease that has not ended (it may not have begun). */
-static inline bool lease_current(struct shim_src *src, struct shim_lease *l, uint64_t now)
+/* The page shows a lease that has not ended (it may not have begun);
+ * *ret_seq: the seqlock word it was read under. */
+static inline bool lease_current_seq(struct shim_src *src, struct shim_lease *l, uint64_t now,
+                                     uint64_t *ret_seq)
 {
-        return shim_gate_lease_read(src->page, l) && now < l->until &&
+        return lease_read_seq(src->page, l, ret_seq) && now < l->until &&
                atomic_load_explicit(&src->page->epoch, memory_order_acquire) == src->epoch;
-}
-
-/* The page shows a lease that may be used now. */
-static inline bool lease_valid(struct shim_src *src, struct shim_lease *l, uint64_t now)
-{
-        return lease_current(src, l, now) && now + GS_ARB_PRESTART_NS >= l->start;
 }
 
 /* True when every launch on `s` (this thread's stream) has completed. */
@@ -457,7 +438,8 @@ static uint64_t clamp_wait(uint64_t ns)
         return ns < 20 * US ? 20 * US : ns > WAIT_SLICE_NS ? WAIT_SLICE_NS : ns;
 }
 
-static CUresult slow(CUstream s)
+/* Out of line and cold: a launch that must start, join or wait for a hold. */
+static __attribute__((noinline, cold)) CUresult slow(CUstream s)
 {
         pthread_mutex_lock(&shim_gs.hold.mu);
         start_locked();
@@ -468,8 +450,8 @@ static CUresult slow(CUstream s)
         if (shim_gate_cu.is_capturing && shim_gate_cu.is_capturing(s, &cs) == CUDA_SUCCESS &&
             cs != CU_STREAM_CAPTURE_STATUS_NONE)
                 return CUDA_SUCCESS;
-        atomic_fetch_add_explicit(&shim_gs.launches, t.count, memory_order_relaxed);
-        t.count = 0;
+        atomic_fetch_add_explicit(&shim_gs.launches, shim_gate_t.count, memory_order_relaxed);
+        shim_gate_t.count = 0;
         atomic_fetch_add(&shim_gs.waiters, 1);
         uint64_t t0 = shim_gate_now();
         for (unsigned spins = 0;; spins++) {
@@ -481,7 +463,8 @@ static CUresult slow(CUstream s)
                 }
                 uint32_t fv = atomic_load_explicit(&src->page->futex, memory_order_acquire);
                 struct shim_lease l = { 0 };
-                bool current = lease_current(src, &l, now);
+                uint64_t seq;
+                bool current = lease_current_seq(src, &l, now, &seq);
                 if (current && now + GS_ARB_PRESTART_NS < l.start) {
                         /* Granted, from when the previous holder's work is
                          * predicted to drain (the page changes if sooner),
@@ -510,18 +493,18 @@ static CUresult slow(CUstream s)
                                 /* The estimate said the queue is full, but
                                  * the stream is empty (the program waited
                                  * for it: a request/response loop). */
-                                t.qend = 0;
+                                shim_gate_t.qend = 0;
                                 ok = admit(now, l.until, win);
                         }
                         if (ok) {
-                                if (t.key != key || t.stream != s)
+                                if (shim_gate_t.key != key || shim_gate_t.stream != s)
                                         first_launch(key, s);
-                                shim_gate_probe = shim_probe_arm(s, now);
+                                shim_gate_t.probe = shim_probe_arm(s, now);
                                 break;
                         }
                         /* This thread's queue is full for now. */
                         uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
-                        uint64_t target = t.qend + unit - GS_ARB_AHEAD_NS - AHEAD_SLACK_NS;
+                        uint64_t target = shim_gate_t.qend + unit - GS_ARB_AHEAD_NS - AHEAD_SLACK_NS;
                         if (target > l.until)
                                 target = l.until;
                         /* Look at the stream again soon: the estimate may
@@ -574,22 +557,32 @@ static CUresult slow(CUstream s)
         return CUDA_SUCCESS;
 }
 
-CUresult shim_gate_enter(CUstream s, bool ptsz)
+/* A launch shim_gate_fast did not admit: this thread's hold and lease read
+ * afresh (renewed, cut, its queue full, no clock anchor), else the slow
+ * path. Admitted under a daemon or local lease, it arms the fast path
+ * (window leases always come here: their bound depends on the time left). */
+CUresult shim_gate_enter(CUstream s)
 {
-        if (shim_depth > 0)
-                return CUDA_SUCCESS;
-        if (ptsz && !s)
-                s = CU_STREAM_PER_THREAD;
+        struct shim_gate_tls *tp = &shim_gate_t;
+        tp->seqp = NULL;
         struct shim_src *src = atomic_load_explicit(&shim_gs.cur_src, memory_order_acquire);
         /* seq_cst: pairs with the early close (try_close_early), which
          * clears `joined` and then reads shim_gs.inflight. */
-        if (__builtin_expect(src != NULL, 1) && t.key && s == t.stream &&
-            t.key == atomic_load_explicit(&shim_gs.joined, memory_order_seq_cst)) {
+        if (__builtin_expect(src != NULL, 1) && tp->key && s == tp->stream &&
+            tp->key == atomic_load_explicit(&shim_gs.joined, memory_order_seq_cst)) {
                 struct shim_lease l;
-                uint64_t now = shim_gate_now();
-                if (lease_valid(src, &l, now) && KEY(l.gen, src->id) == t.key &&
-                    admit(now, l.until, src == &shim_gs.src_window))
+                uint64_t seq, now = shim_clock_anchor(tp);
+                bool win = src == &shim_gs.src_window;
+                if (lease_current_seq(src, &l, now, &seq) && now + GS_ARB_PRESTART_NS >= l.start &&
+                    KEY(l.gen, src->id) == tp->key && admit(now, l.until, win)) {
+                        if (!win) {
+                                tp->src = src;
+                                tp->seq = seq;
+                                tp->until = l.until;
+                                tp->seqp = &src->page->seq;
+                        }
                         return CUDA_SUCCESS;
+                }
         }
         return slow(s);
 }
@@ -640,8 +633,9 @@ static uint64_t unused_lease(uint64_t now)
 static bool try_close_early(void)
 {
         uint64_t key = shim_gs.hold_key, now = shim_gate_now();
-        uint64_t entries = atomic_load_explicit(&shim_gs.entries, memory_order_relaxed);
-        if (atomic_load(&shim_gs.waiters) > 0 || atomic_load(&shim_gs.inflight) > 0 ||
+        uint64_t w = atomic_load(&shim_gs.inflight);
+        uint32_t entries = SHIM_ENTRIES(w);
+        if (atomic_load(&shim_gs.waiters) > 0 || SHIM_INFLIGHT(w) > 0 ||
             shim_hold_idle(key) != 1) {
                 shim_gs.early_key = 0;
                 return false;
@@ -660,9 +654,10 @@ static bool try_close_early(void)
                 return false;
         shim_gs.early_key = 0;
         atomic_store_explicit(&shim_gs.joined, 0, memory_order_seq_cst);
-        if (atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst) == 0 &&
+        /* Nothing in flight or entered since the first look (read last). */
+        if (SHIM_INFLIGHT(atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst)) == 0 &&
             atomic_load(&shim_gs.waiters) == 0 && shim_hold_idle(key) == 1 &&
-            atomic_load_explicit(&shim_gs.entries, memory_order_seq_cst) == entries) {
+            atomic_load_explicit(&shim_gs.inflight, memory_order_seq_cst) == w) {
                 close_hold_at(true);
                 return true;
         }
@@ -779,8 +774,7 @@ static void gate_state_reset(void)
         shim_local_forget_private();
         atomic_store(&shim_gs.window, window);
         shim_window_reset();
-        t = (struct tls){ 0 };
-        shim_gate_probe = false;
+        shim_gate_t = (struct shim_gate_tls){ 0 };
 }
 
 void shim_gate_atfork_child(void)

@@ -3,16 +3,20 @@
  * mechanism is docs/internals/compute-arbiter.md, the protocol
  * include/gpuslice/arbiter_proto.h).
  *
- * Every launch path calls shim_gate() before the driver. Outside a slice,
- * or in a whole-GPU slice (compute_milli 1000), the gate is off: one load
- * of a flag. In a slice the launch goes through while the slice holds a
- * lease (read from a lease page with atomic loads and the vDSO clock: no
- * syscall, no lock, nothing shared written) and this thread's estimate of
- * its queued work (launches x the probed device time of one launch) stays
- * within GS_ARB_AHEAD_NS (plus a 250 us slack) of now: when a lease ends a
- * thread has at most that much (or one longer unit) still queued, which is
+ * Every launch path passes the gate before the driver (shim_launch.c).
+ * Outside a slice, or in a whole-GPU slice (compute_milli 1000), the gate
+ * is off: one load of a flag. In a slice the launch goes through while the
+ * slice holds a lease and this thread's estimate of its queued work
+ * (launches x the probed device time of one launch) stays within
+ * GS_ARB_AHEAD_NS (plus a 250 us slack) of now: when a lease ends a thread
+ * has at most that much (or one longer unit) still queued, which is
  * measured and charged as the hold's overrun. Otherwise the thread waits
- * (bounded) for room or for the next lease.
+ * (bounded) for room or for the next lease. A launch under the lease the
+ * thread last launched under costs one atomic add, a few loads (the lease
+ * page's seqlock word among them: unchanged, the lease is too) and a clock
+ * read (the TSC where it stands in for CLOCK_MONOTONIC, else the vDSO): no
+ * call, no syscall, no lock, nothing shared written but the in-flight
+ * count (shim_gate_fast).
  *
  * Two sources of leases, one lease-page layout (struct gs_arb_page):
  *   DAEMON  the config's lease_page, written by gpusliced's arbiter; the shim
@@ -49,29 +53,55 @@ extern bool shim_gate_on;
  * only). Decides whether launches are gated; opens nothing yet. */
 void shim_gate_setup(const struct gs_slice_conf *conf);
 
+/* The gate's per-thread state (shim_gate.c). The fast path keeps a copy
+ * of the lease it last admitted a launch under: while the lease page's
+ * seqlock word still shows `seq` (nothing on the page changed: no cut, no
+ * renewal, no restarted daemon), `until` is that lease's end, so a launch
+ * needs one load of that word, not a read of the lease. */
+struct shim_gate_tls {
+        uint64_t key;    /* hold this thread joined (0: none) */
+        CUstream stream; /* the stream it measured in that hold */
+        uint64_t qend;   /* estimated end of this thread's queued work, ns */
+        uint64_t count;  /* launches not yet flushed into shim_gs.launches */
+        /* The fast path's lease: valid while seqp is not NULL, the source
+         * is still `src` and *seqp == seq. */
+        const _Atomic uint64_t *seqp;
+        const struct shim_src *src;
+        uint64_t seq, until;
+        /* The launch path's clock (shim_gate_clock.c): while
+         * tsc - tsc0 < dmax, now = ns0 + ((tsc - tsc0) * mult >> 32);
+         * mult 0: clock_gettime. */
+        uint64_t tsc0, ns0, mult, dmax;
+        /* Set by the gate when the launch it admitted is the first of a
+         * hold: the caller then calls shim_gate_after once the driver
+         * accepted it. */
+        bool probe;
+};
+extern __thread struct shim_gate_tls shim_gate_t __attribute__((tls_model("initial-exec")));
+
 /* The gate proper (out of line): CUDA_SUCCESS to let a launch on `stream`
- * go (`ptsz`: the per-thread-stream variant). Never fails a launch on its
- * own account: when nothing can be obtained it waits at most
- * GS_ARB_MAX_WAIT_NS and falls back to local enforcement. */
-CUresult shim_gate_enter(CUstream stream, bool ptsz);
+ * go (the per-thread stream named as CU_STREAM_PER_THREAD). Never fails a
+ * launch on its own account: when nothing can be obtained it waits at most
+ * GS_ARB_MAX_WAIT_NS and falls back to local enforcement. Called by
+ * launches that shim_gate_fast did not admit, between
+ * shim_gate_inflight_inc and the driver. */
+CUresult shim_gate_enter(CUstream stream);
 
-static inline CUresult shim_gate(CUstream stream, bool ptsz)
-{
-        if (__builtin_expect(!shim_gate_on, 1))
-                return CUDA_SUCCESS;
-        return shim_gate_enter(stream, ptsz);
-}
-
-/* A launch's way through the gate is counted in shim_gs.inflight and
- * shim_gs.entries (below): around the gate and the driver call, by the
- * caller. */
+/* A launch's way through the gate is counted in shim_gs.inflight (below):
+ * around the gate and the driver call, by the caller. */
 static inline void shim_gate_inflight_inc(void);
 static inline void shim_gate_inflight_dec(void);
+/* The launch path's clock: CLOCK_MONOTONIC in ns (shim_gate_now), from the
+ * TSC where the thread has a calibration. */
+static inline uint64_t shim_gate_fast_now(struct shim_gate_tls *tp);
+/* Admits a launch on `stream` (the per-thread stream named as
+ * CU_STREAM_PER_THREAD) without a call, a lock or a write shared with
+ * other threads, when this thread holds the hold and lease it last
+ * launched under and its queue has room (see admit in shim_gate.c, whose
+ * bound this is). False: ask shim_gate_enter (nothing was changed). */
+static inline bool shim_gate_fast(CUstream stream);
 
-/* Set by the gate when the launch it admitted is the first of a hold: the
- * caller then calls shim_gate_after once the driver accepted it. */
-extern __thread bool shim_gate_probe __attribute__((tls_model("initial-exec")));
-void shim_gate_after(CUstream stream, bool ptsz);
+void shim_gate_after(CUstream stream);
 
 /* Hooks for the application's stream and context teardown (no-ops with
  * the gate off): the gate's events must not outlive what they are on. */
@@ -276,9 +306,8 @@ struct shim_local_state; /* the mapped compute.local (shim_gate_local.c) */
  *        is the parent's: forgotten);
  *   window                        the outage window the daemon gave.
  * Outside it: shim_gate_on and shim_gate_cu (set once at start-up and
- * read-only after), and the per-thread state (this file's
- * shim_gate_probe, shim_gate.c's `t`; the fork child's one thread resets
- * its own in the same function).
+ * read-only after), and the per-thread state (shim_gate_t; the fork
+ * child's one thread resets its own in the same function).
  *
  * The first cache lines hold what every gated launch reads or counts:
  * the fast path touches nothing else of it. */
@@ -287,15 +316,15 @@ struct shim_gate_state {
         struct shim_src *_Atomic cur_src; /* where leases come from (NULL: not started) */
         _Atomic uint64_t joined;          /* key of the hold this process launches in */
         _Atomic uint64_t unit_ns;         /* device time of one launch (estimate) */
-        /* Launches between their gate and the driver's return. The
-         * background thread ends a daemon hold early only when it is 0 and
-         * every stream of the hold is empty; a launch counts itself in
-         * before the gate reads the hold (seq_cst), so it either is seen
-         * there or sees the hold closed. */
-        _Atomic int inflight;
-        /* Launches that entered the gate, for "nothing launched since the
-         * last look". */
-        _Atomic uint64_t entries;
+        /* Launches between their gate and the driver's return (low 32
+         * bits), and launches that entered the gate (high 32 bits,
+         * wrapping: "nothing launched since the last look"), in one word
+         * so that a launch counts itself with one atomic add. The
+         * background thread ends a daemon hold early only when no launch
+         * is in flight and every stream of the hold is empty; a launch
+         * counts itself in before the gate reads the hold (seq_cst), so it
+         * either is seen there or sees the hold closed. */
+        _Atomic uint64_t inflight;
         struct shim_src src_local, src_daemon, src_window;
 
         /* ---- waiting for a lease, talking to the daemon ---- */
@@ -343,15 +372,67 @@ struct shim_gate_state {
 };
 extern struct shim_gate_state shim_gs;
 
+#define SHIM_INFLIGHT(w) ((int32_t)(uint32_t)(w))
+#define SHIM_ENTRIES(w) ((uint32_t)((w) >> 32))
+#define SHIM_INFLIGHT_ONE ((1ull << 32) | 1u)
+
 static inline void shim_gate_inflight_inc(void)
 {
-        atomic_fetch_add_explicit(&shim_gs.inflight, 1, memory_order_seq_cst);
-        atomic_fetch_add_explicit(&shim_gs.entries, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&shim_gs.inflight, SHIM_INFLIGHT_ONE, memory_order_seq_cst);
 }
 
 static inline void shim_gate_inflight_dec(void)
 {
         atomic_fetch_sub_explicit(&shim_gs.inflight, 1, memory_order_release);
+}
+
+/* ---- the launch path's clock (shim_gate_clock.c) ---- */
+
+/* Checks once whether the TSC can stand in for CLOCK_MONOTONIC (x86-64,
+ * the kernel's clocksource is "tsc") and takes the first calibration
+ * sample. Hold lock held (the gate's start). */
+void shim_clock_start(void);
+/* Reads CLOCK_MONOTONIC and, where the TSC is usable and calibrated,
+ * re-anchors this thread's TSC clock on it (checking the old anchor
+ * against it first: off by more than 200 us, the TSC is given up for the
+ * process, logged). Returns the time read. Any thread. */
+uint64_t shim_clock_anchor(struct shim_gate_tls *tp);
+/* Fork child: nothing to reset but the thread's anchor (shim_gate_t). */
+
+static inline uint64_t shim_gate_fast_now(struct shim_gate_tls *tp)
+{
+#if defined(__x86_64__)
+        uint64_t d = __builtin_ia32_rdtsc() - tp->tsc0;
+        if (__builtin_expect(d < tp->dmax, 1))
+                return tp->ns0 + ((d * tp->mult) >> 32);
+#else
+        (void)tp;
+#endif
+        return shim_gate_now();
+}
+
+/* Keep in step with admit() in shim_gate.c (AHEAD_SLACK_NS there). */
+#define SHIM_GATE_AHEAD_NS (GS_ARB_AHEAD_NS + 250 * 1000ull)
+
+static inline bool shim_gate_fast(CUstream s)
+{
+        struct shim_gate_tls *tp = &shim_gate_t;
+        const _Atomic uint64_t *sp = tp->seqp;
+        if (!sp || s != tp->stream ||
+            atomic_load_explicit(&shim_gs.cur_src, memory_order_relaxed) != tp->src ||
+            atomic_load_explicit(&shim_gs.joined, memory_order_seq_cst) != tp->key ||
+            atomic_load_explicit(sp, memory_order_acquire) != tp->seq)
+                return false;
+        uint64_t now = shim_gate_fast_now(tp);
+        if (now >= tp->until)
+                return false;
+        uint64_t unit = atomic_load_explicit(&shim_gs.unit_ns, memory_order_relaxed);
+        uint64_t q = tp->qend > now ? tp->qend : now;
+        if (q > now && q + unit > now + SHIM_GATE_AHEAD_NS)
+                return false;
+        tp->qend = q + unit;
+        tp->count++;
+        return true;
 }
 
 #endif /* SHIM_GATE_H */

@@ -1,91 +1,187 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Work submission hooks. Every launch path (the per-thread-stream
- * variants and graph launches included, by every route) passes the compute
- * gate (shim_gate.h). With the gate off (no slice, or a whole GPU) a hook
- * is one load of the real pointer, one load of a flag and a call; with it
- * on, while the slice holds a lease, the gate adds atomic loads, a vDSO
- * clock read and one process-wide counter (launches between the gate and
- * the driver's return, which the early end of a hold must see): no syscall,
- * no lock. */
+ * variants and graph launches included, by every route: the wrappers are
+ * what dlsym and cuGetProcAddress hand out) passes the compute gate
+ * (shim_gate.h).
+ *
+ * Each hook is two functions. The exported one is the gate-off path: with
+ * the gate off (no slice, or a whole GPU) it loads the real pointer and a
+ * flag and jumps to the driver (a tail call: no frame, the arguments stay
+ * where the caller put them). Otherwise it jumps to its gated twin, which
+ * counts the launch in flight, asks the inline fast path (shim_gate_fast:
+ * the thread's lease still current, its queue has room; no call, no
+ * syscall, no lock), else the gate proper, then calls the driver. The
+ * figure, instructions added per launch under callgrind with the gate on
+ * and off, is bench/run-shim.sh's. */
 #include "shim.h"
 #include "shim_gate.h"
 
-/* The real pointer is NULL only before the first hooked call resolved it
- * (impossible in practice: a launch needs a context, made through a hook).
- * The driver's own nested launches (depth > 0) are not gated twice. */
-#define LAUNCH(hook, ptsz, stream, ...)                                       \
+/* The exported hook: the driver at once when the gate is off and the
+ * driver resolved, else the fast twin. */
+#define LAUNCH(hook, ...)                                     \
+        do {                                                  \
+                shim_t_##hook *f_ = REAL(hook);               \
+                if (__builtin_expect(!f_ || shim_gate_on, 0)) \
+                        f_ = fast_##hook;                     \
+                return f_(__VA_ARGS__);                       \
+        } while (0)
+
+/* The fast twin: a launch the fast path admits calls the driver with
+ * nothing else on the way (its only call); anything else is the slow
+ * twin's, told whether the launch is counted in flight already. The
+ * driver's own nested launches (depth > 0) are not gated twice. */
+#define FAST(hook, ptsz, stream, ...)                                         \
         do {                                                                  \
                 shim_t_##hook *f_ = REAL(hook);                               \
-                if (__builtin_expect(!f_, 0)) {                               \
-                        shim_init();                                          \
-                        f_ = REAL(hook);                                      \
-                        if (!f_)                                              \
-                                return CUDA_ERROR_NOT_FOUND;                  \
-                }                                                             \
-                if (__builtin_expect(!shim_gate_on, 1))                       \
+                if (__builtin_expect(f_ && !shim_gate_on, 1))                 \
                         return f_(__VA_ARGS__);                               \
+                if (__builtin_expect(!f_ || shim_depth > 0, 0))               \
+                        return slow_##hook(false, __VA_ARGS__);               \
                 shim_gate_inflight_inc();                                     \
-                CUresult g_ = shim_gate_enter(stream, ptsz);                  \
-                if (g_ != CUDA_SUCCESS) {                                     \
-                        shim_gate_inflight_dec();                             \
-                        return g_;                                            \
-                }                                                             \
+                if (__builtin_expect(!shim_gate_fast((ptsz) && !(stream) ? CU_STREAM_PER_THREAD \
+                                                                        : (stream)), 0)) \
+                        return slow_##hook(true, __VA_ARGS__);                \
                 ++shim_depth;                                                 \
                 CUresult r_ = f_(__VA_ARGS__);                                \
                 --shim_depth;                                                 \
                 shim_gate_inflight_dec();                                     \
-                if (__builtin_expect(shim_gate_probe, 0))                     \
-                        shim_gate_after(stream, ptsz);                        \
                 return r_;                                                    \
         } while (0)
+
+/* The slow twin. The real pointer is NULL only before the first hooked
+ * call resolved it (impossible in practice: a launch needs a context, made
+ * through a hook). */
+#define SLOW(hook, ptsz, stream, ...)                                                \
+        do {                                                                         \
+                shim_t_##hook *f_ = REAL(hook);                                      \
+                if (!f_) {                                                           \
+                        shim_init();                                                 \
+                        f_ = REAL(hook);                                             \
+                        if (!f_)                                                     \
+                                return CUDA_ERROR_NOT_FOUND;                         \
+                }                                                                    \
+                if (!counted && (!shim_gate_on || shim_depth > 0))                   \
+                        return f_(__VA_ARGS__);                                      \
+                CUstream s_ = (ptsz) && !(stream) ? CU_STREAM_PER_THREAD : (stream); \
+                if (!counted)                                                        \
+                        shim_gate_inflight_inc();                                    \
+                CUresult g_ = shim_gate_enter(s_);                                   \
+                if (g_ != CUDA_SUCCESS) {                                            \
+                        shim_gate_inflight_dec();                                    \
+                        return g_;                                                   \
+                }                                                                    \
+                ++shim_depth;                                                        \
+                CUresult r_ = f_(__VA_ARGS__);                                       \
+                --shim_depth;                                                        \
+                shim_gate_inflight_dec();                                            \
+                if (__builtin_expect(shim_gate_t.probe, 0))                          \
+                        shim_gate_after(s_);                                         \
+                return r_;                                                           \
+        } while (0)
+
+#define SLOW_FN static __attribute__((noinline, cold)) CUresult
+#define FAST_FN static __attribute__((noinline)) CUresult
+
+SLOW_FN slow_cuLaunchKernel(bool counted, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                            unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                            void **params, void **extra)
+{
+        SLOW(cuLaunchKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
 
 CUresult shim_w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                                unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
                                void **extra)
 {
-        LAUNCH(cuLaunchKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+        FAST(cuLaunchKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
 
-CUresult shim_w_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
-                                    unsigned by, unsigned bz, unsigned shm, CUstream s, void **params,
-                                    void **extra)
+SLOW_FN slow_cuLaunchKernel_ptsz(bool counted, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                 unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                                 void **params, void **extra)
 {
-        LAUNCH(cuLaunchKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+        SLOW(cuLaunchKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
 
-CUresult shim_w_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params, void **extra)
+CUresult shim_w_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
+                                    unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
+                                    void **params, void **extra)
 {
-        LAUNCH(cuLaunchKernelEx, false, config ? config->hStream : NULL, config, f, params, extra);
+        FAST(cuLaunchKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
+}
+
+SLOW_FN slow_cuLaunchKernelEx(bool counted, const CUlaunchConfig *config, CUfunction f,
+                              void **params, void **extra)
+{
+        SLOW(cuLaunchKernelEx, false, config ? config->hStream : NULL, config, f, params, extra);
+}
+
+CUresult shim_w_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **params,
+                                 void **extra)
+{
+        FAST(cuLaunchKernelEx, false, config ? config->hStream : NULL, config, f, params, extra);
+}
+
+SLOW_FN slow_cuLaunchKernelEx_ptsz(bool counted, const CUlaunchConfig *config, CUfunction f,
+                                   void **params, void **extra)
+{
+        SLOW(cuLaunchKernelEx_ptsz, true, config ? config->hStream : NULL, config, f, params,
+             extra);
 }
 
 CUresult shim_w_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f, void **params,
                                       void **extra)
 {
-        LAUNCH(cuLaunchKernelEx_ptsz, true, config ? config->hStream : NULL, config, f, params, extra);
+        FAST(cuLaunchKernelEx_ptsz, true, config ? config->hStream : NULL, config, f, params,
+             extra);
+}
+
+SLOW_FN slow_cuLaunchCooperativeKernel(bool counted, CUfunction f, unsigned gx, unsigned gy,
+                                       unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                       unsigned shm, CUstream s, void **params)
+{
+        SLOW(cuLaunchCooperativeKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
 
 CUresult shim_w_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                           unsigned bx, unsigned by, unsigned bz, unsigned shm,
                                           CUstream s, void **params)
 {
-        LAUNCH(cuLaunchCooperativeKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
+        FAST(cuLaunchCooperativeKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
+}
+
+SLOW_FN slow_cuLaunchCooperativeKernel_ptsz(bool counted, CUfunction f, unsigned gx, unsigned gy,
+                                            unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                            unsigned shm, CUstream s, void **params)
+{
+        SLOW(cuLaunchCooperativeKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
 
 CUresult shim_w_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                                                unsigned bx, unsigned by, unsigned bz, unsigned shm,
                                                CUstream s, void **params)
 {
-        LAUNCH(cuLaunchCooperativeKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
+        FAST(cuLaunchCooperativeKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
+}
+
+SLOW_FN slow_cuGraphLaunch(bool counted, CUgraphExec g, CUstream s)
+{
+        SLOW(cuGraphLaunch, false, s, g, s);
 }
 
 CUresult shim_w_cuGraphLaunch(CUgraphExec g, CUstream s)
 {
-        LAUNCH(cuGraphLaunch, false, s, g, s);
+        FAST(cuGraphLaunch, false, s, g, s);
+}
+
+SLOW_FN slow_cuGraphLaunch_ptsz(bool counted, CUgraphExec g, CUstream s)
+{
+        SLOW(cuGraphLaunch_ptsz, true, s, g, s);
 }
 
 CUresult shim_w_cuGraphLaunch_ptsz(CUgraphExec g, CUstream s)
 {
-        LAUNCH(cuGraphLaunch_ptsz, true, s, g, s);
+        FAST(cuGraphLaunch_ptsz, true, s, g, s);
 }
 
 /* Stream teardown: the gate ends its measurement on the stream first. */
