@@ -4,29 +4,19 @@
  * what dlsym and cuGetProcAddress hand out) passes the compute gate
  * (shim_gate.h).
  *
- * Each hook is two functions. The exported one is the gate-off path: with
- * the gate off (no slice, or a whole GPU) it loads the real pointer and a
- * flag and jumps to the driver (a tail call: no frame, the arguments stay
- * where the caller put them). Otherwise it jumps to its gated twin, which
- * counts the launch in flight, asks the inline fast path (shim_gate_fast:
- * the thread's lease still current, its queue has room; no call, no
- * syscall, no lock), else the gate proper, then calls the driver. The
+ * Each hook is two functions. The exported one loads the real pointer and
+ * a flag and, with the gate off (no slice, or a whole GPU), jumps to the
+ * driver (a tail call). With it on, it counts the launch in flight and
+ * asks the inline fast path (shim_gate_fast: the thread's lease still
+ * current, its queue has room; no call, no syscall, no lock); admitted,
+ * the driver is its only call. Anything else goes to the hook's cold slow
+ * twin: start-up, the gate proper (shim_gate_enter), the probe. The
  * figure, instructions added per launch under callgrind with the gate on
  * and off, is bench/run-shim.sh's. */
 #include "shim.h"
 #include "shim_gate.h"
 
-/* The exported hook: the driver at once when the gate is off and the
- * driver resolved, else the fast twin. */
-#define LAUNCH(hook, ...)                                     \
-        do {                                                  \
-                shim_t_##hook *f_ = REAL(hook);               \
-                if (__builtin_expect(!f_ || shim_gate_on, 0)) \
-                        f_ = fast_##hook;                     \
-                return f_(__VA_ARGS__);                       \
-        } while (0)
-
-/* The fast twin: a launch the fast path admits calls the driver with
+/* The exported hook: a launch the fast path admits calls the driver with
  * nothing else on the way (its only call); anything else is the slow
  * twin's, told whether the launch is counted in flight already. The
  * driver's own nested launches (depth > 0) are not gated twice. */
@@ -80,7 +70,6 @@
         } while (0)
 
 #define SLOW_FN static __attribute__((noinline, cold)) CUresult
-#define FAST_FN static __attribute__((noinline)) CUresult
 
 SLOW_FN slow_cuLaunchKernel(bool counted, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
                             unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
