@@ -23,14 +23,14 @@ line right above its opening fence (invisible when the page is rendered):
 Marked blocks are listed in the summary, so nothing is left out silently.
 
 The blocks run as root in namespaces of their own (mount, pid, network:
-`unshare`), with tmpfs on /run and /tmp, so a daemon an example starts (the
-machine's one at /run/gpuslice included) and the files it writes never touch
-the real machine, and every process an example leaves behind dies with the
-namespace; everything else but the build is read-only there. Each doc file
-starts on a fresh machine; its blocks run in order in
-one "terminal" (exported variables and the directory carry from block to
-block), in a scratch copy of the source tree (symbolic links; build/ is the
-build under test). That machine's NVIDIA driver is simgpu: its libraries on
+`unshare`), with tmpfs on /run, /tmp and /var/log, so a daemon an example
+starts (the machine's one at /run/gpuslice included) and the files it writes
+never touch the real machine, and every process an example leaves behind dies
+with the namespace; everything else but the build is read-only there. Each doc
+file starts on a fresh machine; its blocks run in order in one "terminal"
+(exported variables and the directory carry from block to block), in a scratch
+copy of the source tree (symbolic links; build/ is the build under test).
+That machine's NVIDIA driver is simgpu: its libraries on
 LD_LIBRARY_PATH and simgpu-smi as nvidia-smi on PATH; on PATH are also the
 build's gpuslice, gpusliced and simgpu-smi (not examples/: the README says to
 add it). The user's own programs the docs name (PROGRAMS below) are a small
@@ -94,7 +94,8 @@ def blocks(path):
 
 
 def fresh_machine():
-    """A fresh /run and /tmp (tmpfs), no process of an earlier doc left."""
+    """A fresh /run, /tmp and /var/log (tmpfs: root's slice logs go to
+    /var/log/gpuslice), no process of an earlier doc left."""
     me = os.getpid()
     for pid in [int(p) for p in os.listdir("/proc") if p.isdigit()]:
         if pid != me:
@@ -111,7 +112,7 @@ def fresh_machine():
             break
         time.sleep(0.05)
     os.chdir("/")
-    for mnt, mode in (("/run", "755"), ("/tmp", "1777")):
+    for mnt, mode in (("/run", "755"), ("/tmp", "1777"), ("/var/log", "755")):
         subprocess.run(["umount", "-l", mnt], capture_output=True)
         subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=" + mode, "gs-doc-" + mnt[1:], mnt],
                        check=True)
@@ -366,8 +367,9 @@ def main():
             elif lang == "json":
                 ok, why, out = check_json(body)
             else:
-                ok, why = False, ("a %s block this test cannot check: mark it <!-- example: text -->"
-                                  " or <!-- example: not-run (WHY) -->" % (lang or "plain"))
+                ok, why = False, ("a %s block this test cannot check: mark it "
+                                  "<!-- example: text --> or <!-- example: not-run (WHY) -->"
+                                  % (lang or "plain"))
             results.append((where, kind, ok))
             if not ok:
                 failed += 1
