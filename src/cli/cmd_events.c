@@ -38,11 +38,26 @@ const struct cli_cmd cli_cmd_events = {
         .flags = CLI_CMD_JSON,
 };
 
-/* Field names of an event line, in order; "msg" runs to the end. */
-static const char *const fields[] = { "seq", "time", "reason", "action", "pid",  "slice",
-                                      "gpu", "used", "cap",    "books",  "util", "share" };
-static const bool numeric[] = { true,  true, false, false, true, false,
-                                false, true, true,  true,  true, true };
+/* The fields of an event line in order ("msg" runs to the end) and their
+ * JSON keys, with units in the names (docs/overuse.md). */
+enum field_kind { F_STRING, F_INT, F_RATIO }; /* F_RATIO: the line has milli */
+static const struct {
+        const char *key, *json;
+        enum field_kind kind;
+} fields[] = {
+        { "seq", "seq", F_INT },
+        { "time", "time_unix_ms", F_INT },
+        { "reason", "reason", F_STRING },
+        { "action", "action", F_STRING },
+        { "pid", "pid", F_INT },
+        { "slice", "slice", F_STRING },
+        { "gpu", "gpu_uuid", F_STRING },
+        { "used", "memory_used_bytes", F_INT },
+        { "cap", "memory_cap_bytes", F_INT },
+        { "books", "memory_books_bytes", F_INT },
+        { "util", "gpu_time_ratio", F_RATIO },
+        { "share", "gpu_milli", F_INT },
+};
 
 static void json_string(const char *s, size_t len)
 {
@@ -84,12 +99,17 @@ static void print_json(const char *line, bool first, bool array)
 {
         size_t len;
         printf("%s{", array ? (first ? "[\n  " : ",\n  ") : "");
-        for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++) {
-                const char *v = value(line, fields[i], &len);
-                printf("%s\"%s\": ", i ? ", " : "", fields[i]);
-                if (numeric[i] && len && strspn(v, "0123456789-") >= len)
-                        printf("%.*s", (int)len, v);
-                else if (len == 1 && v[0] == '-')
+        for (size_t i = 0; i < GS_ARRAY_SIZE(fields); i++) {
+                const char *v = value(line, fields[i].key, &len);
+                uint64_t n;
+                bool num = fields[i].kind != F_STRING && len &&
+                           gs_u64_parse(v, len, UINT64_MAX, &n) == 0;
+                printf("%s\"%s\": ", i ? ", " : "", fields[i].json);
+                if (num && fields[i].kind == F_RATIO)
+                        printf("%" PRIu64 ".%03" PRIu64, n / 1000, n % 1000);
+                else if (num)
+                        printf("%" PRIu64, n);
+                else if (len == 0 || (len == 1 && v[0] == '-'))
                         printf("null");
                 else
                         json_string(v, len);

@@ -1,0 +1,95 @@
+# SPDX-License-Identifier: Apache-2.0
+"""--json of the read commands carries its units in the key names: every
+number of `gpuslice events --json` and `gpuslice top --json` is a count or
+id (pid, seq, index...) or has a unit suffix (_bytes, _milli, _ratio, _ms,
+_seconds...), and the figures are the ground truth's: a slice (cap 1 GiB)
+whose child holds 1.5 GiB without the shim gives a memory_over_cap event
+whose memory_used_bytes is simgpu-smi's figure for that process and whose
+memory_cap_bytes is the cap; time_unix_ms is now; gpu_uuid the slice's GPU."""
+import json
+import os
+import re
+import sys
+import time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../daemon"))
+from wdtest import *  # noqa
+
+GIB = 1 << 30
+# Numbers without a unit: identities and counts.
+UNITLESS = {"index", "gpu_index", "pid", "uid", "seq", "slices", "memory_refusals"}
+UNIT = re.compile(r"(^|_)(bytes|milli|ratio|ms|seconds)(_|$)")
+
+
+def numbers(doc, path=""):
+    """(key path, key, value) of every number in a JSON document."""
+    if isinstance(doc, dict):
+        for k, v in doc.items():
+            if isinstance(v, bool):
+                continue
+            if isinstance(v, (int, float)) or (v is None and not k.endswith(("name", "id"))):
+                yield path + "." + k, k, v
+            else:
+                yield from numbers(v, path + "." + k)
+    elif isinstance(doc, list):
+        for i, v in enumerate(doc):
+            yield from numbers(v, "%s[%d]" % (path, i))
+
+
+def check_units(what, doc):
+    for where, k, v in numbers(doc):
+        if v is None:
+            continue
+        check(k in UNITLESS or UNIT.search(k),
+              "%s: %s = %r has no unit in its name" % (what, where, v))
+
+
+w = World("json-units", devices=2, memory="8Gi")
+a = None
+try:
+    hold = hold_bin(w)
+    if not os.path.exists(hold) or not os.path.exists(w.shim):
+        print("SKIP: gs_alloc_hold or the shim is not built")
+        sys.exit(SKIP)
+    w.start_daemon("--overuse-grace", "60000", "--watch-interval", "250")
+    a = Holder(w, 'env -u LD_PRELOAD -u GPUSLICE_CONFIG "$HOLD" 1610612736 > "$DIR/bad.out" & '
+                  'wait')
+    t, items = w.create(a.p.pid, 300, memory=GIB, name="units")
+    check(t == REPLY | CREATE, "create: %r" % (items,))
+    sid, gpu = get(items, "slice"), get(items, "slice_gpu").split(",", 1)[1]
+    a.go(items)
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not os.path.exists(os.path.join(w.dir, "bad.out")):
+        time.sleep(0.05)
+    raw = wait_event(w, lambda e: e["reason"] == "memory_over_cap" and e["slice"] == sid, 5,
+                     "memory_over_cap")
+    truth = smi_used(w, raw["pid"])
+    check(truth and truth > GIB, "simgpu-smi: pid %d holds %r" % (raw["pid"], truth))
+
+    r = w.cli("events", "--json")
+    check(r.returncode == 0, "events --json: %d %s" % (r.returncode, r.stderr))
+    evs = json.loads(r.stdout)
+    check_units("events --json", evs)
+    e = [e for e in evs if e["reason"] == "memory_over_cap" and e["slice"] == sid][0]
+    want = {"seq", "time_unix_ms", "reason", "action", "pid", "slice", "gpu_uuid",
+            "memory_used_bytes", "memory_cap_bytes", "memory_books_bytes", "gpu_time_ratio",
+            "gpu_milli", "msg"}
+    check(set(e) == want, "event keys %r, want %r" % (sorted(e), sorted(want)))
+    check(e["memory_used_bytes"] == truth and e["memory_cap_bytes"] == GIB and
+          e["pid"] == raw["pid"] and e["gpu_uuid"] == gpu,
+          "event figures %r (simgpu-smi: %d bytes)" % (e, truth))
+    check(abs(e["time_unix_ms"] / 1000 - time.time()) < 600, "time_unix_ms: %r" % e)
+    check(e["gpu_time_ratio"] is None or 0 <= e["gpu_time_ratio"] <= 1, "ratio: %r" % e)
+
+    r = w.cli("top", "--json")
+    check(r.returncode == 0, "top --json: %d %s" % (r.returncode, r.stderr))
+    top = json.loads(r.stdout)
+    check_units("top --json", top)
+    s = [s for s in top["slices"] if s["id"] == sid][0]
+    check(s["memory_cap_bytes"] == GIB and s["share_configured_milli"] == 300,
+          "top figures: %r" % s)
+    print("ok")
+finally:
+    if a:
+        kill_tree(a.p.pid)
+    w.cleanup()
