@@ -53,7 +53,7 @@ static const struct {
         { "slice", "slice", F_STRING },
         { "gpu", "gpu_uuid", F_STRING },
         { "used", "memory_used_bytes", F_INT },
-        { "cap", "memory_cap_bytes", F_INT },
+        { "cap", "memory_limit_bytes", F_INT },
         { "books", "memory_books_bytes", F_INT },
         { "util", "gpu_time_ratio", F_RATIO },
         { "share", "gpu_milli", F_INT },

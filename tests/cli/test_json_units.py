@@ -5,7 +5,7 @@ id (pid, seq, index...) or has a unit suffix (_bytes, _milli, _ratio, _ms,
 _seconds...), and the figures are the ground truth's: a slice (cap 1 GiB)
 whose child holds 1.5 GiB without the shim gives a memory_over_cap event
 whose memory_used_bytes is simgpu-smi's figure for that process and whose
-memory_cap_bytes is the cap; time_unix_ms is now; gpu_uuid the slice's GPU."""
+memory_limit_bytes is the cap; time_unix_ms is now; gpu_uuid the slice's GPU."""
 import json
 import os
 import re
@@ -72,10 +72,10 @@ try:
     check_units("events --json", evs)
     e = [e for e in evs if e["reason"] == "memory_over_cap" and e["slice"] == sid][0]
     want = {"seq", "time_unix_ms", "reason", "action", "pid", "slice", "gpu_uuid",
-            "memory_used_bytes", "memory_cap_bytes", "memory_books_bytes", "gpu_time_ratio",
+            "memory_used_bytes", "memory_limit_bytes", "memory_books_bytes", "gpu_time_ratio",
             "gpu_milli", "msg"}
     check(set(e) == want, "event keys %r, want %r" % (sorted(e), sorted(want)))
-    check(e["memory_used_bytes"] == truth and e["memory_cap_bytes"] == GIB and
+    check(e["memory_used_bytes"] == truth and e["memory_limit_bytes"] == GIB and
           e["pid"] == raw["pid"] and e["gpu_uuid"] == gpu,
           "event figures %r (simgpu-smi: %d bytes)" % (e, truth))
     check(abs(e["time_unix_ms"] / 1000 - time.time()) < 600, "time_unix_ms: %r" % e)
