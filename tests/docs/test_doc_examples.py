@@ -17,6 +17,10 @@ line right above its opening fence (invisible when the page is rendered):
             apiVersion and kind; a Kustomization's paths into deploy/ must exist.
   ```json   parsed.
   anything else (no language, promql...) must be marked.
+  <!-- example: output of CMD -->     a JSON sample of what CMD prints: CMD runs (in
+            the page's terminal, while a 300m slice `api-a` is held) and every
+            key of the sample must be in its output, at the same place (a
+            list empty in the output, such as no events yet, is not compared).
   <!-- example: text -->              not a command: a synopsis, an output, a log line.
   <!-- example: not-run (REASON) -->  an example this machine cannot run (a
             cluster, systemd, a real GPU, minutes of benchmark); REASON says why.
@@ -319,6 +323,66 @@ def check_json(body):
     return True, "", "parsed"
 
 
+def missing_keys(doc, real, at="$"):
+    """Paths of the keys of doc that real lacks (lists: first elements)."""
+    if isinstance(doc, dict):
+        if not isinstance(real, dict):
+            return ["%s (not an object in the output)" % at]
+        out = []
+        for k, v in doc.items():
+            if k not in real:
+                out.append("%s.%s" % (at, k))
+            else:
+                out += missing_keys(v, real[k], "%s.%s" % (at, k))
+        return out
+    if isinstance(doc, list) and doc and isinstance(doc[0], (dict, list)):
+        if not isinstance(real, list):
+            return ["%s (not a list in the output)" % at]
+        # An empty list (no over-use events yet) has nothing to compare.
+        return missing_keys(doc[0], real[0], at + "[0]") if real else []
+    return []
+
+
+def check_output(d, env, body, cmd):
+    """A JSON sample of cmd's output: its keys in cmd's real output."""
+    try:
+        doc = json.loads(body)
+    except ValueError as e:
+        return False, "not valid JSON: %s" % e, ""
+    hold = subprocess.Popen(["bash", "-c", wrap(d, "exec gpuslice run --gpu 300m --name api-a "
+                                                   "-- sleep 120")],
+                            env=env, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            r = subprocess.run(["gpuslice", "ls", "--json"], env=env, capture_output=True,
+                               text=True, timeout=30)
+            if r.returncode == 0 and "api-a" in r.stdout:
+                break
+            if hold.poll() is not None or time.monotonic() > deadline:
+                return False, "could not hold a slice to show: %s" % hold.stderr.read(), ""
+            time.sleep(0.1)
+        ok, why, out = run_script(d, env, cmd, SCRIPT_TIMEOUT)
+        if not ok:
+            return False, "%s: %s" % (cmd, why), out
+        try:
+            real = json.loads(out)
+        except ValueError as e:
+            return False, "%s does not print JSON: %s" % (cmd, e), out
+        miss = missing_keys(doc, real)
+        if miss:
+            return False, "keys the output of %s does not have: %s" % (cmd, ", ".join(miss)), out
+        return True, "", "every key is in the output of " + cmd
+    finally:
+        os.killpg(hold.pid, signal.SIGINT)
+        try:
+            hold.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(hold.pid, signal.SIGKILL)
+            hold.wait()
+
+
 # ---- main --------------------------------------------------------------------
 
 
@@ -341,7 +405,7 @@ def main():
             where = "%s:%d" % (rel, line)
             kind, ok, why, out = lang or "(none)", True, "", ""
             if mark is not None:
-                m = re.match(r"^(not-run|text|interactive)\b\s*(.*)$", mark)
+                m = re.match(r"^(not-run|text|interactive|output of)\b\s*(.*)$", mark)
                 if not m:
                     ok, why = False, "unknown marker <!-- example: %s -->" % mark
                 elif m.group(1) == "not-run":
@@ -350,6 +414,12 @@ def main():
                     kind = "not run " + m.group(2)
                 elif m.group(1) == "text":
                     kind = "text"
+                elif m.group(1) == "output of":
+                    kind = "json, output of " + m.group(2)
+                    if lang != "json" or not m.group(2):
+                        ok, why = False, "output of CMD is for json blocks, and names CMD"
+                    else:
+                        ok, why, out = check_output(d, env, body, m.group(2))
                 elif lang != "sh":
                     ok, why = False, "interactive is for sh blocks"
                 else:
