@@ -44,6 +44,7 @@ import json
 import os
 import pty
 import re
+import select
 import shutil
 import signal
 import subprocess
@@ -231,7 +232,6 @@ def run_interactive(d, env, cmd):
     deadline = time.monotonic() + INTERACTIVE_TIMEOUT
     while status is None:
         try:
-            import select
             if select.select([fd], [], [], 0.1)[0]:
                 out += os.read(fd, 65536)
         except OSError:
