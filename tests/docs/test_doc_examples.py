@@ -164,10 +164,18 @@ def scratch(build):
         "USER": "root",
         "SHELL": "/bin/bash",
     }
-    # Sanitizer builds: the test's processes report into the output.
+    # Sanitizer builds: the test's processes report into the output. An ASan
+    # shim that an example preloads by hand (LD_PRELOAD=.../libgpuslice.so)
+    # comes without the ASan runtime first, and the stand-in is Python.
     for k in ("ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS"):
         if k in os.environ:
             env[k] = os.environ[k]
+    ldd = subprocess.run(["ldd", os.path.join(build, "src/shim/libgpuslice.so")],
+                         capture_output=True, text=True).stdout
+    if "libasan" in ldd:
+        env["ASAN_OPTIONS"] = ":".join(filter(None, [env.get("ASAN_OPTIONS"),
+                                                     "verify_asan_link_order=0",
+                                                     "detect_leaks=0"]))
     with open(os.path.join(d, ".cwd"), "w") as f:
         f.write(d + "\n")
     return d, env
