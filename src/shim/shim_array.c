@@ -1,13 +1,19 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* Arrays and mipmapped arrays: charged by the size the shim computes from
- * the descriptor (the same formula as simgpu: width x height x depth x
- * channels x element size, each dimension at least 1, rounded up to 2 MiB;
- * a mipmapped array is the sum of its levels, each dimension halved per
- * level, layers included). On a real GPU the driver's
- * layout (tiling, alignment) may differ: the shim's figure is an estimate. */
+ * the descriptor (src/core/array_size.c, the same formula as simgpu:
+ * width x height x depth x channels x element size, each dimension at
+ * least 1, rounded up to 2 MiB; a mipmapped array is the sum of its
+ * levels, each dimension halved per level, layers included). On a real GPU
+ * the driver's layout (tiling, alignment) may differ: the shim's figure is
+ * an estimate. A descriptor the driver refuses (width 0, a channel count
+ * other than 1, 2 or 4, a dimension beyond any GPU's) is refused here with
+ * the driver's CUDA_ERROR_INVALID_VALUE before anything is charged, and a
+ * level count is clamped as the driver clamps it: no caller's number sets
+ * how long the shim computes. */
+#include "array_size.h"
 #include "shim.h"
 
-static uint64_t format_bytes(CUarray_format f)
+static uint32_t format_bytes(CUarray_format f)
 {
         switch (f) {
         case CU_AD_FORMAT_UNSIGNED_INT8:
@@ -26,34 +32,17 @@ static uint64_t format_bytes(CUarray_format f)
         }
 }
 
-static uint64_t mul_sat(uint64_t a, uint64_t b)
+/* The charge for `levels` levels of d into *ret (rounded up to 2 MiB):
+ * CUDA_SUCCESS, or CUDA_ERROR_INVALID_VALUE for what the driver refuses. */
+static CUresult array_charge(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels, uint64_t *ret)
 {
-        uint64_t r;
-        return __builtin_mul_overflow(a, b, &r) ? UINT64_MAX : r;
-}
-
-static uint64_t level_bytes(uint64_t w, uint64_t h, uint64_t d, uint64_t ch, CUarray_format f)
-{
-        uint64_t n = mul_sat(w ? w : 1, h ? h : 1);
-        n = mul_sat(n, d ? d : 1);
-        n = mul_sat(n, ch ? ch : 1);
-        return mul_sat(n, format_bytes(f));
-}
-
-uint64_t shim_array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels);
-uint64_t shim_array_bytes(const CUDA_ARRAY3D_DESCRIPTOR *d, unsigned levels)
-{
-        uint64_t sum = 0, w = d->Width, h = d->Height, z = d->Depth;
-        if (!levels)
-                levels = 1;
-        for (unsigned l = 0; l < levels; l++) {
-                uint64_t b = level_bytes(w, h, z, d->NumChannels, d->Format);
-                sum = sum > UINT64_MAX - b ? UINT64_MAX : sum + b;
-                w = w > 1 ? w / 2 : 1;
-                h = h > 1 ? h / 2 : 1;
-                z = z > 1 ? z / 2 : 1;
-        }
-        return shim_round(sum);
+        struct gs_array_desc a = { .width = d->Width, .height = d->Height, .depth = d->Depth,
+                                   .channels = d->NumChannels, .elem_bytes = format_bytes(d->Format) };
+        uint64_t b;
+        if (gs_array_bytes(&a, levels, &b, NULL) < 0)
+                return CUDA_ERROR_INVALID_VALUE;
+        *ret = shim_round(b);
+        return CUDA_SUCCESS;
 }
 
 static CUresult charge_handle(uint32_t kind, uint64_t key, uint64_t b)
@@ -87,7 +76,9 @@ CUresult shim_w_cuArrayCreate_v2(CUarray *pHandle, const CUDA_ARRAY_DESCRIPTOR *
                 return REAL(cuArrayCreate_v2)(pHandle, desc);
         CUDA_ARRAY3D_DESCRIPTOR d3 = { .Width = desc->Width, .Height = desc->Height, .Depth = 0,
                                        .Format = desc->Format, .NumChannels = desc->NumChannels };
-        uint64_t b = shim_array_bytes(&d3, 1);
+        uint64_t b;
+        if (array_charge(&d3, 1, &b) != CUDA_SUCCESS)
+                return CUDA_ERROR_INVALID_VALUE;
         if (shim_reserve(b) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         return record_array(REAL(cuArrayCreate_v2)(pHandle, desc), pHandle, b);
@@ -98,7 +89,9 @@ CUresult shim_w_cuArray3DCreate_v2(CUarray *pHandle, const CUDA_ARRAY3D_DESCRIPT
         SHIM_ENTER(cuArray3DCreate_v2, REAL(cuArray3DCreate_v2)(pHandle, desc));
         if (!pHandle || !desc)
                 return REAL(cuArray3DCreate_v2)(pHandle, desc);
-        uint64_t b = shim_array_bytes(desc, 1);
+        uint64_t b;
+        if (array_charge(desc, 1, &b) != CUDA_SUCCESS)
+                return CUDA_ERROR_INVALID_VALUE;
         if (shim_reserve(b) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         return record_array(REAL(cuArray3DCreate_v2)(pHandle, desc), pHandle, b);
@@ -110,7 +103,9 @@ CUresult shim_w_cuMipmappedArrayCreate(CUmipmappedArray *pHandle, const CUDA_ARR
         SHIM_ENTER(cuMipmappedArrayCreate, REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels));
         if (!pHandle || !desc)
                 return REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels);
-        uint64_t b = shim_array_bytes(desc, numMipmapLevels);
+        uint64_t b;
+        if (array_charge(desc, numMipmapLevels, &b) != CUDA_SUCCESS)
+                return CUDA_ERROR_INVALID_VALUE;
         if (shim_reserve(b) < 0)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         CUresult r = REAL(cuMipmappedArrayCreate)(pHandle, desc, numMipmapLevels);
