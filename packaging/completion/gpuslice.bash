@@ -73,8 +73,13 @@ _gpuslice()
         fi
         ;;
     ls)
+        if [[ $dashdash -eq 0 ]]; then
+        case $prev in
+            --output|-o) COMPREPLY=($(compgen -W "wide json" -- "$cur")); return ;;
+        esac
+        fi
         if [[ $dashdash -eq 0 && $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--json --sim -h --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--json -o --output --sim -h --help" -- "$cur"))
         else
             COMPREPLY=()
         fi

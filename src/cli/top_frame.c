@@ -293,7 +293,7 @@ void top_print_json(FILE *o, const struct top_frame *f, unsigned interval_ms)
                         fprintf(o, "%" PRIu64, s->used);
                 else
                         fprintf(o, "null");
-                fprintf(o, ", \"memory_cap_bytes\": %" PRIu64 ", \"policy\": ", s->memory);
+                fprintf(o, ", \"memory_limit_bytes\": %" PRIu64 ", \"policy\": ", s->memory);
                 json_string(o, s->policy);
                 if (s->kube)
                         fprintf(o, ", \"pid\": null}");

@@ -37,18 +37,18 @@ try:
     gpus = doc["gpus"]
     check(len(gpus) == 2, "gpus: %r" % gpus)
     for g in gpus:
-        for k in ("index", "uuid", "name", "healthy", "memory", "free_milli", "free_memory",
-                  "context_overhead", "slices"):
+        for k in ("index", "uuid", "name", "healthy", "memory_total_bytes", "share_free_milli",
+                  "memory_free_bytes", "context_overhead_bytes", "slices"):
             check(k in g, "gpu key %s missing" % k)
     sl = [s for g in gpus for s in g["slices"]]
     check(len(sl) == 1, "slices: %r" % sl)
     s = sl[0]
-    for k in ("id", "name", "milli", "whole", "memory_cap", "memory_used", "policy", "pid", "uid",
-              "created", "config"):
+    for k in ("id", "name", "gpu_milli", "whole_gpus", "memory_limit_bytes", "memory_used_bytes",
+              "policy", "pid", "uid", "created_unix_seconds", "config_path", "slice_dir_path"):
         check(k in s, "slice key %s missing" % k)
-    check(s["name"] == "api-a" and s["milli"] == 300 and s["memory_cap"] == 1 << 30,
+    check(s["name"] == "api-a" and s["gpu_milli"] == 300 and s["memory_limit_bytes"] == 1 << 30,
           "slice: %r" % s)
-    check(sorted(g["free_milli"] for g in gpus) == [700, 1000], "free: %r" % gpus)
+    check(sorted(g["share_free_milli"] for g in gpus) == [700, 1000], "free: %r" % gpus)
     r = w.cli("ls")
     check(r.returncode == 0 and "api-a" in r.stdout and "300m" in r.stdout, "ls table: " + r.stdout)
     r = w.cli("--help")
@@ -67,8 +67,8 @@ try:
         check(p.stdout.readline().startswith("ready"), "alloc helper did not start")
         doc = json.loads(w.cli("ls", "--json").stdout)
         sl = [s for g in doc["gpus"] for s in g["slices"]]
-        check(len(sl) == 1 and sl[0]["memory_used"] is not None
-              and sl[0]["memory_used"] >= 1 << 30, "memory_used: %r" % sl)
+        check(len(sl) == 1 and sl[0]["memory_used_bytes"] is not None
+              and sl[0]["memory_used_bytes"] >= 1 << 30, "memory_used_bytes: %r" % sl)
         p.terminate()
         p.wait()
     print("PASS")

@@ -1,8 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """--json of the read commands carries its units in the key names: every
-number of `gpuslice events --json` and `gpuslice top --json` is a count or
-id (pid, seq, index...) or has a unit suffix (_bytes, _milli, _ratio, _ms,
-_seconds...), and the figures are the ground truth's: a slice (cap 1 GiB)
+number of `gpuslice events --json`, `top --json` and `ls --json` is a count
+or id (pid, seq, index...) or has a unit in its name (_bytes, _milli,
+_ratio, _ms, _seconds...); ls's figures are the slice's (share, cap, its
+config and directory) and the GPU's; a slice (cap 1 GiB)
 whose child holds 1.5 GiB without the shim gives a memory_over_cap event
 whose memory_used_bytes is simgpu-smi's figure for that process and whose
 memory_limit_bytes is the cap; time_unix_ms is now; gpu_uuid the slice's GPU."""
@@ -86,8 +87,29 @@ try:
     top = json.loads(r.stdout)
     check_units("top --json", top)
     s = [s for s in top["slices"] if s["id"] == sid][0]
-    check(s["memory_cap_bytes"] == GIB and s["share_configured_milli"] == 300,
+    check(s["memory_limit_bytes"] == GIB and s["share_configured_milli"] == 300,
           "top figures: %r" % s)
+
+    r = w.cli("ls", "--json")
+    check(r.returncode == 0, "ls --json: %d %s" % (r.returncode, r.stderr))
+    ls = json.loads(r.stdout)
+    check_units("ls --json", ls)
+    g = [g for g in ls["gpus"] if g["uuid"] == gpu][0]
+    check(set(g) >= {"index", "uuid", "name", "healthy", "memory_total_bytes",
+                     "memory_free_bytes", "context_overhead_bytes", "share_free_milli", "slices"},
+          "ls gpu keys: %r" % sorted(g))
+    check(g["memory_total_bytes"] == 8 * GIB and g["context_overhead_bytes"] == 256 << 20 and
+          g["share_free_milli"] == 700, "ls gpu figures: %r" % g)
+    s = [s for s in g["slices"] if s["id"] == sid][0]
+    check(set(s) >= {"id", "name", "gpu_milli", "whole_gpus", "memory_limit_bytes",
+                     "memory_used_bytes", "policy", "overuse", "gpu_time_ratio", "kind", "pid",
+                     "uid", "created_unix_seconds", "config_path", "slice_dir_path"},
+          "ls slice keys: %r" % sorted(s))
+    check(s["gpu_milli"] == 300 and s["memory_limit_bytes"] == GIB and s["name"] == "units" and
+          s["whole_gpus"] is False and abs(s["created_unix_seconds"] - time.time()) < 600 and
+          os.path.isdir(s["slice_dir_path"]) and os.path.isfile(s["config_path"]),
+          "ls slice figures: %r" % s)
+    check(s["gpu_time_ratio"] is None or 0 <= s["gpu_time_ratio"] <= 1, "ratio: %r" % s)
     print("ok")
 finally:
     if a:

@@ -186,11 +186,13 @@ try:
                                   timeout=30)
     w.wait_for(lambda: slices_seen(mine), what="root's slice")
     own = slices_seen(mine)[0]
-    check(own["pid"] and own["config"] and own["name"] == "roots", "root sees its slice: %s" % own)
+    check(own["pid"] and own["config_path"] and own["name"] == "roots",
+          "root sees its slice: %s" % own)
     other = slices_seen(lambda: as_nobody(w.cli_bin, "ls", "--json",
                                           env=dict(uenv, GPUSLICE_SOCKET=ssock)))[0]
-    check(other["milli"] == 200 and other["pid"] in (0, None) and other["config"] is None and
-          not other["name"], "another user sees no private details: %s" % other)
+    check(other["gpu_milli"] == 200 and other["pid"] in (0, None) and other["config_path"] is None
+          and other["slice_dir_path"] is None and not other["name"],
+          "another user sees no private details: %s" % other)
     rootrun.terminate()
     rootrun.wait()
     print("PASS")

@@ -58,11 +58,12 @@ try:
     for lg, tg in zip(ls["gpus"], top["gpus"]):
         check(tg["index"] == lg["index"] and tg["uuid"] == lg["uuid"] and tg["name"] == lg["name"],
               "gpu identity: %r vs %r" % (tg, lg))
-        check(tg["memory_total_bytes"] == lg["memory"] and tg["memory_free_bytes"] == lg["free_memory"]
-              and tg["share_free_milli"] == lg["free_milli"]
-              and abs(tg["share_free_ratio"] - lg["free_milli"] / 1000) < 1e-9
+        check(tg["memory_total_bytes"] == lg["memory_total_bytes"]
+              and tg["memory_free_bytes"] == lg["memory_free_bytes"]
+              and tg["share_free_milli"] == lg["share_free_milli"]
+              and abs(tg["share_free_ratio"] - lg["share_free_milli"] / 1000) < 1e-9
               and tg["slices"] == len(lg["slices"]), "gpu figures: %r vs %r" % (tg, lg))
-        used = sum(s["memory_used"] or 0 for s in lg["slices"])
+        used = sum(s["memory_used_bytes"] or 0 for s in lg["slices"])
         check(tg["memory_used_bytes"] == used, "gpu used: %r vs %r" % (tg, used))
         for s in lg["slices"]:
             ls_slices[s["id"]] = dict(s, gpu_index=lg["index"], gpu_uuid=lg["uuid"])
@@ -71,16 +72,17 @@ try:
     for ts in top["slices"]:
         s = ls_slices[ts["id"]]
         for tk, lk in (("name", "name"), ("kind", "kind"), ("policy", "policy"), ("pid", "pid"),
-                       ("share_configured_milli", "milli"), ("memory_cap_bytes", "memory_cap"),
-                       ("memory_used_bytes", "memory_used"), ("gpu_index", "gpu_index"),
+                       ("share_configured_milli", "gpu_milli"),
+                       ("memory_limit_bytes", "memory_limit_bytes"),
+                       ("memory_used_bytes", "memory_used_bytes"), ("gpu_index", "gpu_index"),
                        ("gpu_uuid", "gpu_uuid")):
             check(ts[tk] == s[lk], "slice %s %s: %r vs ls %s %r" % (ts["id"], tk, ts[tk], lk, s[lk]))
-        check(abs(ts["share_configured_ratio"] - s["milli"] / 1000) < 1e-9, "ratio: %r" % ts)
+        check(abs(ts["share_configured_ratio"] - s["gpu_milli"] / 1000) < 1e-9, "ratio: %r" % ts)
         # Measured over the last second: both known or both unknown, and close.
-        check((ts["share_measured_ratio"] is None) == (s["gpu_time"] is None), "measured: %r %r"
-              % (ts, s))
-        if s["gpu_time"] is not None:
-            check(abs(ts["share_measured_milli"] - s["gpu_time"]) <= 100
+        check((ts["share_measured_ratio"] is None) == (s["gpu_time_ratio"] is None),
+              "measured: %r %r" % (ts, s))
+        if s["gpu_time_ratio"] is not None:
+            check(abs(ts["share_measured_milli"] - 1000 * s["gpu_time_ratio"]) <= 100
                   and abs(ts["share_measured_ratio"] - ts["share_measured_milli"] / 1000) < 1e-9,
                   "measured: %r vs %r" % (ts, s))
     names = {s["id"]: s["name"] for s in top["slices"]}

@@ -131,11 +131,12 @@ try:
     for g in doc["gpus"]:
         lab = {"gpu": g["index"], "UUID": g["uuid"]}
         check(one(samples, "gpuslice_gpu_info", model_name=g["name"], **lab) == 1, "gpu_info")
-        check(one(samples, "gpuslice_gpu_memory_total_bytes", **lab) == g["memory"], "total")
+        check(one(samples, "gpuslice_gpu_memory_total_bytes", **lab) == g["memory_total_bytes"],
+              "total")
         check(one(samples, "gpuslice_gpu_memory_used_bytes", **lab) ==
               truth[g["uuid"]]["memory_used"], "gpu used vs simgpu-smi")
-        check(one(samples, "gpuslice_gpu_free_milli", **lab) == g["free_milli"], "free_milli")
-        check(one(samples, "gpuslice_gpu_free_memory_bytes", **lab) == g["free_memory"],
+        check(one(samples, "gpuslice_gpu_free_milli", **lab) == g["share_free_milli"], "free_milli")
+        check(one(samples, "gpuslice_gpu_free_memory_bytes", **lab) == g["memory_free_bytes"],
               "free_memory")
         check(one(samples, "gpuslice_gpu_slices", **lab) == len(g["slices"]), "gpu slices")
         check(one(samples, "gpuslice_gpu_healthy", **lab) == 1, "healthy")
@@ -146,15 +147,16 @@ try:
         for s in g["slices"]:
             sl = {"slice": s["id"], "name": s["name"], "kind": "local", **lab}
             check(one(samples, "gpuslice_slice_info", policy=s["policy"], **sl) == 1, "info")
-            check(one(samples, "gpuslice_slice_share_milli", **sl) == s["milli"], "share")
-            check(one(samples, "gpuslice_slice_memory_cap_bytes", **sl) == s["memory_cap"], "cap")
+            check(one(samples, "gpuslice_slice_share_milli", **sl) == s["gpu_milli"], "share")
+            check(one(samples, "gpuslice_slice_memory_cap_bytes", **sl) == s["memory_limit_bytes"],
+                  "cap")
             used = sum(p["used_bytes"] for p in smi["processes"] if p["pid"] == s["pid"])
             got = one(samples, "gpuslice_slice_memory_used_bytes", **sl)
             check(got == used and (not real or used >= dict(
                 (n, u) for n, _, _, u in specs)[s["name"]]),
                 "slice %s used %r, simgpu-smi %r" % (s["id"], got, used))
-            if s["memory_used"] is not None:
-                check(got == s["memory_used"], "slice used vs ls")
+            if s["memory_used_bytes"] is not None:
+                check(got == s["memory_used_bytes"], "slice used vs ls")
             check(one(samples, "gpuslice_slice_gpu_time_seconds_total", **sl) >= 0, "gpu time")
             check(one(samples, "gpuslice_slice_leases_total", **sl) >= 0, "leases")
             # Holders of memory that never launch: no wait for the gate.

@@ -119,7 +119,7 @@ try:
         dw = wait(s1, name) - wait(s0, name)
         db = busy(smi1, s["pid"]) - busy(smi0, s["pid"])
         print("%s (%s, %s): waited %.2f s, ran %.2f s on the device in %.2f s"
-              % (name, s["milli"], s["policy"], dw, db, dt))
+              % (name, s["gpu_milli"], s["policy"], dw, db, dt))
         check(dw >= 0, "%s: the wait counter went down" % name)
         if name == "capped":
             check(db <= 0.35 * dt, "capped ran %.2f s of %.2f s: not throttled" % (db, dt))

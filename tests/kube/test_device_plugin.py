@@ -416,8 +416,8 @@ def t_shared_ledger(node):
         ks = kube_slices(node)
         check(list(ks) == [envs(r)["GPUSLICE_SLICE"]], "ls lists the pod's slice: %s" % ks)
         s = list(ks.values())[0]
-        check(s["milli"] == 300 and s["pid"] is None and
-              s["config"] == mounts(r)["/run/gpuslice/slice.conf"][0],
+        check(s["gpu_milli"] == 300 and s["pid"] is None and
+              s["config_path"] == mounts(r)["/run/gpuslice/slice.conf"][0],
               "the pod's slice as ls shows it: %s" % s)
     finally:
         local.terminate()
