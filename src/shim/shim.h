@@ -6,6 +6,7 @@
 #define SHIM_H
 
 #include <cuda.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -109,26 +110,50 @@ static inline void shim_depth_leave(int *unused)
         shim_depth--;
 }
 
+/* Set on the thread that runs the shim's initialisation (shim_hooks.c). */
+extern __thread bool shim_initializing __attribute__((tls_model("initial-exec")));
+/* A hooked call reached on a thread that is already inside a hooked call
+ * (shim_depth > 0) or inside the shim's initialisation: true when `caller`
+ * (the wrapper's return address) lies in the driver, whose calls to its own
+ * entry points pass through; false for anything else (a signal handler
+ * interrupting the thread), logged: the call is refused. Never blocks. */
+bool shim_nested_ok(const void *caller, const char *hook);
+
 /* Common prologue of memory hooks: pass through outside a slice (and for
- * calls the driver makes to itself), refuse when fail-closed. `call` is the
- * pass-through expression. Declares a guard that lasts to the end of the
- * wrapper. */
+ * calls the driver makes to itself), refuse when fail-closed, refuse a
+ * nested call that is not the driver's (a signal handler on a thread inside
+ * a hooked call: CUDA_ERROR_NOT_PERMITTED). `call` is the pass-through
+ * expression. Declares a guard that lasts to the end of the wrapper. */
 #define SHIM_ENTER(hook, call)                                                \
         enum shim_mode m_ = shim_init();                                      \
         if (!REAL(hook))                                                      \
                 return CUDA_ERROR_NOT_FOUND;                                  \
-        if (m_ == SHIM_MODE_PASS || shim_depth > 0)                           \
+        if (__builtin_expect(shim_depth > 0 || shim_initializing, 0)) {       \
+                if (!shim_nested_ok(__builtin_return_address(0), #hook))      \
+                        return CUDA_ERROR_NOT_PERMITTED;                      \
+                return call;                                                  \
+        }                                                                     \
+        if (m_ == SHIM_MODE_PASS)                                             \
                 return call;                                                  \
         if (m_ == SHIM_MODE_FAILED)                                           \
                 return SHIM_FAIL_CLOSED_CU;                                   \
         __attribute__((cleanup(shim_depth_leave), unused)) int shim_guard_ = ++shim_depth
 
-/* ---- the dlsym route (shim_dlsym.c) ---- */
-/* The real dlsym (glibc's), resolved on first use. */
+/* ---- the loader's routes (shim_dlsym.c, shim_elf.c) ---- */
+/* glibc's dlsym, dlvsym, dlopen and dlmopen (the shim exports its own of
+ * each), resolved on first use (shim_dlsym_resolve); NULL when not found. */
 extern void *shim_real_dlsym;
+extern void *shim_real_dlvsym;
+extern void *shim_real_dlopen;
+extern void *shim_real_dlmopen;
 typedef void *shim_dlsym_fn(void *, const char *);
 #define REAL_DLSYM(h, n) (((shim_dlsym_fn *)shim_real_dlsym)((h), (n)))
 void shim_dlsym_resolve(void);
+/* The address of function `name` as glibc's libc.so.6 or libdl.so.2
+ * defines it (its default version, else any), read from their dynamic
+ * symbol tables without calling anything (safe before a sanitizer runtime
+ * is initialised); NULL when not found. */
+void *shim_elf_libc_sym(const char *name);
 
 /* ---- cuGetProcAddress mapping (shim_hooks.c) ---- */
 /* Maps the driver's answer `p` to cuGetProcAddress(symbol, cudaVersion,
@@ -233,6 +258,27 @@ bool shim_table_take(uint32_t kind, uint64_t key, struct shim_entry *ret);
 void shim_table_settle(bool had, const struct shim_entry *e, CUresult r);
 /* Child side of fork: empties the table (the child owns no allocations). */
 void shim_table_atfork_child(void);
+
+/* ---- fork and the test hook (shim_hooks.c) ---- */
+/* Child side of fork for shim_mem.c (pools, vmm) and shim_ctx.c (primary
+ * contexts): their process-local locks start unlocked (another thread of
+ * the parent may have held them) and the child owns none of the parent's
+ * pools. */
+void shim_mem_atfork_child(void);
+void shim_ctx_atfork_child(void);
+/* For the test hook gpuslice_test_hold (GPUSLICE_TEST_HOOKS=1): the
+ * shim's locks. shim_books_test_mutex(true) is the slice's shared lock
+ * (NULL before attach). */
+pthread_mutex_t *shim_table_test_mutex(void);
+pthread_mutex_t *shim_books_test_mutex(bool shared);
+pthread_mutex_t *shim_mem_test_mutex(bool vmm);
+pthread_mutex_t *shim_ctx_test_mutex(void);
+/* Holds (hold != 0) or releases the lock named `lock` (table, slot, books,
+ * pool, vmm, prim); 0, or -ENOENT for another name. */
+int shim_test_hold(const char *lock, int hold);
+/* Whether an allocation at loc may be made: not on another GPU than the
+ * slice's (logged; shim_place.c). */
+bool shim_location_ok(const CUmemLocation *loc, const char *what);
 
 /* ---- device checks and reports (shim_ctx.c) ---- */
 /* True if dev is the slice's GPU (by UUID); caches per ordinal. */

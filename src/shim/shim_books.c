@@ -363,3 +363,8 @@ __attribute__((destructor)) static void books_exit(void)
          * too). */
         __atomic_store_n(&books_closed, true, __ATOMIC_RELEASE);
 }
+
+pthread_mutex_t *shim_books_test_mutex(bool shared)
+{
+        return shared ? (st ? &st->lock : NULL) : &slot_mu;
+}

@@ -328,3 +328,14 @@ nvmlReturn_t shim_w_nvmlDeviceGetMemoryInfo_v2(nvmlDevice_t dev, nvmlMemory_v2_t
         mem->used = t - f;
         return r;
 }
+
+void shim_ctx_atfork_child(void)
+{
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        prim_mu = fresh; /* a parent thread may have held it */
+}
+
+pthread_mutex_t *shim_ctx_test_mutex(void)
+{
+        return &prim_mu;
+}

@@ -34,13 +34,11 @@
 #ifdef SHIM_GLIBC_BASE
 #define SHIM_GLIBC_PIN(sym, ver) __asm__(".symver " #sym "," #sym "@" ver)
 
-/* libdl before 2.34 (libc since, default GLIBC_2.34). dlsym is not pinned:
- * the shim defines dlsym itself and reaches glibc's through dlvsym
- * (shim_dlsym.c). */
-SHIM_GLIBC_PIN(dlopen, SHIM_GLIBC_BASE);
+/* libdl before 2.34 (libc since, default GLIBC_2.34). dlsym, dlvsym, dlopen
+ * and dlmopen are not pinned: the shim defines them itself and reaches
+ * glibc's through libc's symbol table (shim_dlsym.c, shim_elf.c). */
 SHIM_GLIBC_PIN(dlclose, SHIM_GLIBC_BASE);
 SHIM_GLIBC_PIN(dlerror, SHIM_GLIBC_BASE);
-SHIM_GLIBC_PIN(dlvsym, SHIM_GLIBC_BASE);
 
 /* libpthread before 2.34 (libc since, default GLIBC_2.34). */
 SHIM_GLIBC_PIN(pthread_create, SHIM_GLIBC_BASE);

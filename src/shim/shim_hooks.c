@@ -5,6 +5,7 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,6 +63,8 @@ static bool nvml_ok;
 
 static void atfork_child(void)
 {
+        shim_mem_atfork_child();
+        shim_ctx_atfork_child();
         shim_table_atfork_child();
         shim_books_atfork_child();
         shim_gate_atfork_child();
@@ -274,6 +277,20 @@ static int conf_choose(const char **ret_path, struct gs_error **err)
         return fd;
 }
 
+/* A process that `gpuslice run` (or a pod) put in slice GPUSLICE_SLICE
+ * obeys only that slice's config: a GPUSLICE_CONFIG naming another slice's
+ * (other limits, other books) fails closed. 0 or -EPERM with *err set. */
+static int conf_slice_check(const char *path, struct gs_error **err)
+{
+        const char *want = secure_getenv("GPUSLICE_SLICE");
+        if (!want || !want[0] || !strcmp(want, shim_conf.slice))
+                return 0;
+        return gs_error_set(err, -EPERM,
+                            "slice config %s is slice %s's, but this process is in slice %s "
+                            "(GPUSLICE_SLICE)",
+                            path, shim_conf.slice, want);
+}
+
 static void init_slice(void)
 {
         const char *path = NULL;
@@ -285,6 +302,8 @@ static void init_slice(void)
         }
         if (r >= 0)
                 r = conf_read(r, path, &shim_conf, &err);
+        if (r >= 0)
+                r = conf_slice_check(path, &err);
         if (r < 0) {
                 shim_log("%s: failing closed (every CUDA call returns CUDA_ERROR_NOT_INITIALIZED)",
                          gs_error_msg(err));
@@ -309,14 +328,91 @@ static void init_slice(void)
         mode = SHIM_MODE_SLICE;
 }
 
-/* Set on the thread running init_once_fn: a hooked call made from inside
- * the initialisation (a driver constructor resolving its own symbols)
- * passes through instead of waiting on the once it is part of. */
-static __thread bool initializing __attribute__((tls_model("initial-exec")));
+/* Set on the thread running init_once_fn: a hooked call the driver makes
+ * from inside the initialisation (a driver constructor resolving its own
+ * symbols) passes through instead of waiting on the once it is part of;
+ * any other (a signal handler) is refused (shim_nested_ok). */
+__thread bool shim_initializing __attribute__((tls_model("initial-exec")));
+
+/* The driver's mapping [drv_lo, drv_hi), known once libcuda is loaded. */
+static uintptr_t drv_lo, drv_hi;
+
+struct obj_find {
+        uintptr_t addr, lo, hi;
+        const char *name;
+};
+
+static int obj_find_cb(struct dl_phdr_info *info, size_t size, void *data)
+{
+        (void)size;
+        struct obj_find *f = data;
+        uintptr_t lo = UINTPTR_MAX, hi = 0;
+        for (unsigned i = 0; i < info->dlpi_phnum; i++) {
+                const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+                if (ph->p_type != PT_LOAD)
+                        continue;
+                uintptr_t s = info->dlpi_addr + ph->p_vaddr;
+                if (s < lo)
+                        lo = s;
+                if (s + ph->p_memsz > hi)
+                        hi = s + ph->p_memsz;
+        }
+        if (f->addr < lo || f->addr >= hi)
+                return 0;
+        f->lo = lo;
+        f->hi = hi;
+        f->name = info->dlpi_name ? info->dlpi_name : "";
+        return 1;
+}
+
+/* The mapping of the loaded object holding addr; false when none does. */
+static bool obj_of(const void *addr, struct obj_find *ret)
+{
+        *ret = (struct obj_find){ .addr = (uintptr_t)addr };
+        return dl_iterate_phdr(obj_find_cb, ret) == 1;
+}
+
+bool shim_nested_ok(const void *caller, const char *hook)
+{
+        uintptr_t a = (uintptr_t)caller;
+        uintptr_t hi = __atomic_load_n(&drv_hi, __ATOMIC_ACQUIRE);
+        if (hi) {
+                if (a >= __atomic_load_n(&drv_lo, __ATOMIC_RELAXED) && a < hi)
+                        return true;
+        } else {
+                /* Inside the initialisation, while the driver loads: by name. */
+                struct obj_find f;
+                if (obj_of(caller, &f)) {
+                        const char *b = strrchr(f.name, '/');
+                        if (!strcmp(b ? b + 1 : f.name, "libcuda.so.1"))
+                                return true;
+                }
+        }
+        shim_log("%s called on a thread already inside a hooked call (or the shim's start-up), "
+                 "not by the driver (a signal handler): refused (CUDA_ERROR_NOT_PERMITTED)",
+                 hook);
+        return false;
+}
+
+/* Records the driver's mapping (the object holding a function resolved
+ * from it). */
+static void driver_range(void)
+{
+        struct obj_find f;
+        for (int i = 0; i < SHIM_H_COUNT; i++) {
+                if (!shim_real[i] || hook_is_nvml[i])
+                        continue;
+                if (obj_of(shim_real[i], &f)) {
+                        __atomic_store_n(&drv_lo, f.lo, __ATOMIC_RELAXED);
+                        __atomic_store_n(&drv_hi, f.hi, __ATOMIC_RELEASE);
+                }
+                return;
+        }
+}
 
 static void init_once_fn(void)
 {
-        initializing = true;
+        shim_initializing = true;
         shim_log_open();
         shim_dlsym_resolve();
         void *h = lib_open("libcuda.so.1");
@@ -335,14 +431,15 @@ static void init_once_fn(void)
                 shim_x.cuCtxPushCurrent = REAL_DLSYM(h, "cuCtxPushCurrent_v2");
                 shim_x.cuCtxPopCurrent = REAL_DLSYM(h, "cuCtxPopCurrent_v2");
         }
+        driver_range();
         init_slice();
         pthread_atfork(NULL, NULL, atfork_child);
-        initializing = false;
+        shim_initializing = false;
 }
 
 enum shim_mode shim_init(void)
 {
-        if (initializing)
+        if (shim_initializing)
                 return SHIM_MODE_PASS;
         int saved = errno;
         pthread_once(&init_once, init_once_fn);
@@ -512,4 +609,29 @@ CUresult shim_w_cuInit(unsigned int flags)
 {
         SHIM_ENTER(cuInit, REAL(cuInit)(flags));
         return REAL(cuInit)(flags);
+}
+
+/* ---- the test hook ---- */
+
+int shim_test_hold(const char *lock, int hold)
+{
+        pthread_mutex_t *m = NULL;
+        if (!strcmp(lock, "table"))
+                m = shim_table_test_mutex();
+        else if (!strcmp(lock, "slot") || !strcmp(lock, "books"))
+                m = shim_books_test_mutex(lock[0] == 'b');
+        else if (!strcmp(lock, "pool") || !strcmp(lock, "vmm"))
+                m = shim_mem_test_mutex(lock[0] == 'v');
+        else if (!strcmp(lock, "prim"))
+                m = shim_ctx_test_mutex();
+        if (!m)
+                return -ENOENT;
+        if (!hold)
+                return -pthread_mutex_unlock(m);
+        int r = pthread_mutex_lock(m);
+        if (r == EOWNERDEAD) {
+                pthread_mutex_consistent(m);
+                r = 0;
+        }
+        return -r;
 }

@@ -526,6 +526,8 @@ CUresult shim_w_cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size,
                             const CUmemAllocationProp *prop, unsigned long long flags)
 {
         SHIM_ENTER(cuMemCreate, REAL(cuMemCreate)(handle, size, prop, flags));
+        if (prop && !shim_location_ok(&prop->location, "cuMemCreate"))
+                return CUDA_ERROR_INVALID_DEVICE;
         if (!handle || !prop || !size || prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
                 return REAL(cuMemCreate)(handle, size, prop, flags); /* host memory: not charged */
         uint64_t b = shim_round(size);
@@ -674,7 +676,9 @@ CUresult shim_w_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                        CUDA_MEM_ALLOC_NODE_PARAMS *nodeParams)
 {
         enum shim_mode m = shim_init();
-        if (m == SHIM_MODE_PASS || shim_depth > 0) {
+        if (m == SHIM_MODE_PASS ||
+            ((shim_depth > 0 || shim_initializing) &&
+             shim_nested_ok(__builtin_return_address(0), "cuGraphAddMemAllocNode"))) {
                 if (!REAL(cuGraphAddMemAllocNode))
                         return CUDA_ERROR_NOT_FOUND;
                 return REAL(cuGraphAddMemAllocNode)(phGraphNode, hGraph, dependencies,
@@ -685,12 +689,14 @@ CUresult shim_w_cuGraphAddMemAllocNode(CUgraphNode *phGraphNode, CUgraph hGraph,
         return graph_alloc_refused("cuGraphAddMemAllocNode");
 }
 
-/* Slice mode (not called by the driver itself): a memory-allocation node
- * is refused whether or not the driver has the entry point. */
-static bool graph_refuses(CUgraphNodeParams *nodeParams, CUresult *ret)
+/* Slice mode (not called by the driver itself: `caller`, the wrapper's
+ * return address): a memory-allocation node is refused whether or not the
+ * driver has the entry point. */
+static bool graph_refuses(CUgraphNodeParams *nodeParams, CUresult *ret, const void *caller)
 {
         enum shim_mode m = shim_init();
-        if (m == SHIM_MODE_PASS || shim_depth > 0)
+        if (m == SHIM_MODE_PASS ||
+            ((shim_depth > 0 || shim_initializing) && shim_nested_ok(caller, "cuGraphAddNode")))
                 return false;
         if (m == SHIM_MODE_FAILED) {
                 *ret = SHIM_FAIL_CLOSED_CU;
@@ -708,7 +714,7 @@ CUresult shim_w_cuGraphAddNode(CUgraphNode *phGraphNode, CUgraph hGraph,
                                CUgraphNodeParams *nodeParams)
 {
         CUresult r;
-        if (graph_refuses(nodeParams, &r))
+        if (graph_refuses(nodeParams, &r, __builtin_return_address(0)))
                 return r;
         if (!REAL(cuGraphAddNode))
                 return CUDA_ERROR_NOT_FOUND;
@@ -721,10 +727,26 @@ CUresult shim_w_cuGraphAddNode_v2(CUgraphNode *phGraphNode, CUgraph hGraph,
                                   CUgraphNodeParams *nodeParams)
 {
         CUresult r;
-        if (graph_refuses(nodeParams, &r))
+        if (graph_refuses(nodeParams, &r, __builtin_return_address(0)))
                 return r;
         if (!REAL(cuGraphAddNode_v2))
                 return CUDA_ERROR_NOT_FOUND;
         return REAL(cuGraphAddNode_v2)(phGraphNode, hGraph, dependencies, dependencyData,
                                        numDependencies, nodeParams);
+}
+
+void shim_mem_atfork_child(void)
+{
+        /* One thread in the child: a parent thread may have held these. */
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        pool_mu = fresh;
+        vmm_mu = fresh;
+        free(pools);
+        pools = NULL;
+        n_pools = cap_pools = 0;
+}
+
+pthread_mutex_t *shim_mem_test_mutex(bool vmm)
+{
+        return vmm ? &vmm_mu : &pool_mu;
 }

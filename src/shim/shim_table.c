@@ -166,3 +166,8 @@ void shim_table_atfork_child(void)
         slots = NULL;
         n_slots = n_live = n_tomb = 0;
 }
+
+pthread_mutex_t *shim_table_test_mutex(void)
+{
+        return &table_mu;
+}

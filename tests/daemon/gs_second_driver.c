@@ -12,13 +12,15 @@
  * "shim-ready" on stdout. It then waits for a line on the FIFO GO_FIFO. A
  * mode other than "good" then copies the libcuda.so.1 the process has
  * loaded to a private directory under $TMPDIR (or /tmp), loads the copy by
- * its path, takes cuInit, cuDeviceGet, cuDevicePrimaryCtxRetain,
- * cuCtxSetCurrent and cuMemAlloc_v2 from the copy's handle with
- * dlsym (which the shim answers with the copy's own functions: they are
- * not the driver it wraps), checks with dladdr that each really is in the
- * copy, makes a primary context of its own with it and allocates COPY_BYTES:
- * "ready" (with the copy's path). Then (in every mode) it waits for a
- * line on GO_FIFO, says "exit" and exits 0.
+ * its path (dlmopen for "newlm": glibc's own, found in libc's symbol table,
+ * since the shim refuses a driver in a new namespace), takes cuInit,
+ * cuDeviceGet, cuDevicePrimaryCtxRetain, cuCtxSetCurrent and cuMemAlloc_v2
+ * from the copy's dynamic symbol table, read in memory (the routes no
+ * interposer can close: the shim answers dlsym and dlvsym on the copy with
+ * its wrappers), checks with dladdr that each really is in the copy, makes
+ * a primary context of its own with it and allocates COPY_BYTES: "ready"
+ * (with the copy's path). Then (in every mode) it waits for a line on
+ * GO_FIFO, says "exit" and exits 0.
  *
  * Only leaf entry points of the copy are called (cuMemAlloc_v2, not
  * cuMemAlloc): simgpu's legacy names call their _v2 through the PLT, which
@@ -32,6 +34,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <link.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -118,10 +121,50 @@ static int copy_driver(const char *src, char *dir, char *dst, size_t size)
         return r;
 }
 
-/* dlsym on the copy's handle; NULL unless the symbol is in the copy. */
+/* The address of function `name` in the dynamic symbol table of the loaded
+ * object h (its GNU hash table), read in memory: what a tenant does to go
+ * around dlsym and dlvsym. NULL when not there. */
+static void *elf_sym(void *h, const char *name)
+{
+        struct link_map *lm = NULL;
+        if (dlinfo(h, RTLD_DI_LINKMAP, &lm) != 0 || !lm)
+                return NULL;
+        const ElfW(Sym) *sym = NULL;
+        const char *str = NULL;
+        const uint32_t *gh = NULL;
+        for (const ElfW(Dyn) *d = lm->l_ld; d->d_tag != DT_NULL; d++) {
+                /* relocated in place by the dynamic linker, else an offset */
+                uintptr_t p = d->d_un.d_ptr < lm->l_addr ? lm->l_addr + d->d_un.d_ptr : d->d_un.d_ptr;
+                if (d->d_tag == DT_SYMTAB)
+                        sym = (const ElfW(Sym) *)p;
+                else if (d->d_tag == DT_STRTAB)
+                        str = (const char *)p;
+                else if (d->d_tag == DT_GNU_HASH)
+                        gh = (const uint32_t *)p;
+        }
+        if (!sym || !str || !gh || !gh[0])
+                return NULL;
+        const ElfW(Addr) *bloom = (const ElfW(Addr) *)(const void *)(gh + 4);
+        const uint32_t *buckets = (const uint32_t *)(const void *)(bloom + gh[2]);
+        const uint32_t *chain = buckets + gh[0];
+        uint32_t hash = 5381;
+        for (const char *c = name; *c; c++)
+                hash = hash * 33 + (unsigned char)*c;
+        for (uint32_t i = buckets[hash % gh[0]]; i >= gh[1]; i++) {
+                uint32_t ch = chain[i - gh[1]];
+                if ((ch | 1) == (hash | 1) && sym[i].st_shndx != SHN_UNDEF &&
+                    strcmp(str + sym[i].st_name, name) == 0)
+                        return (void *)(lm->l_addr + sym[i].st_value);
+                if (ch & 1)
+                        break;
+        }
+        return NULL;
+}
+
+/* elf_sym on the copy's handle; NULL unless the symbol is in the copy. */
 static void *copy_sym(void *h, const char *copy, const char *name)
 {
-        void *p = dlsym(h, name);
+        void *p = elf_sym(h, name);
         Dl_info info;
         if (!p || !dladdr(p, &info) || !info.dli_fname || strcmp(info.dli_fname, copy) != 0) {
                 printf("not-in-copy %s %s\n", name, p && dladdr(p, &info) ? info.dli_fname : "-");
@@ -132,8 +175,18 @@ static void *copy_sym(void *h, const char *copy, const char *name)
 
 static int load_copy(const char *mode, const char *copy, struct copy_api *api)
 {
-        void *h = strcmp(mode, "newlm") == 0 ? dlmopen(LM_ID_NEWLM, copy, RTLD_NOW | RTLD_LOCAL)
-                                             : dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+        void *h = NULL;
+        if (strcmp(mode, "newlm") == 0) {
+                void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
+                typeof(&dlmopen) real = libc ? (typeof(&dlmopen))elf_sym(libc, "dlmopen") : NULL;
+                if (!real) {
+                        printf("dlopen: no dlmopen in libc's symbol table\n");
+                        return -1;
+                }
+                h = real(LM_ID_NEWLM, copy, RTLD_NOW | RTLD_LOCAL);
+        } else {
+                h = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
+        }
         if (!h) {
                 printf("dlopen %s\n", dlerror());
                 return -1;

@@ -2,11 +2,13 @@
 """A second copy of the driver library, loaded by path: a tenant in a slice
 (`gpuslice run`, the shim preloaded) first behaves, through the shim, then
 copies simgpu's libcuda.so.1 to a private path, loads the copy (dlopen by
-path; dlmopen(LM_ID_NEWLM) in the second half, but for sanitizer builds),
-takes cuMemAlloc_v2 & co. from the copy's handle and allocates three times
-its slice's cap. The shim
-never sees it (the copy's functions are not the driver it wraps); simgpu's
-state, shared by every copy through $SIMGPU_DIR/state, does.
+path; in the second half, but for sanitizer builds, dlmopen(LM_ID_NEWLM)
+through glibc's own dlmopen, read from libc's symbol table: the shim's
+refuses a driver in a new namespace), takes cuMemAlloc_v2 & co. from the
+copy's dynamic symbol table read in memory (the shim answers dlsym and
+dlvsym on the copy with its wrappers: docs/shim.md, "Routes around the
+shim") and allocates three times its slice's cap. The shim never sees it;
+simgpu's state, shared by every copy through $SIMGPU_DIR/state, does.
 
 Judged by simgpu's ground truth (simgpu-smi): the memory really is held.
 The reasons expected, by src/core/watchdog.c: the tenant loaded the shim,

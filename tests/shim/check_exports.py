@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
-"""The shim must export exactly the hooks of hooks.def plus dlsym: a build
+"""The shim must export exactly the hooks of hooks.def plus dlsym, dlvsym,
+dlopen and dlmopen (src/shim/shim_dlsym.c): a build
 that exports nothing enforces nothing, and internals must not leak into the
 host process. Reads the built library's dynamic symbol table (nm -D)."""
 import re
@@ -8,7 +9,7 @@ import subprocess
 import sys
 
 lib, hooks_def = sys.argv[1], sys.argv[2]
-want = {"dlsym"}
+want = {"dlsym", "dlvsym", "dlopen", "dlmopen"}
 with open(hooks_def) as f:
     for line in f:
         m = re.match(r"^(CU|NVML)\(([A-Za-z0-9_]+),", line)
