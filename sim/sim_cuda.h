@@ -241,6 +241,35 @@ bool sim_table_find(uint64_t p, uint64_t n, unsigned kinds, struct sim_alloc *ou
 /* Returns a pool block (already removed from the table) to its pool. */
 void sim_pool_free_block(const struct sim_alloc *a);
 
+/* A CUmemGenericAllocationHandle: cuMemCreate's, or an import of another
+ * process's (vmm_share.c). */
+struct sim_vmm_handle {
+        uint32_t magic;
+        int fd; /* the memory's file (a memfd) */
+        int dev;
+        int refs; /* 1 per unreleased reference (cuMemCreate, cuMemRetainAllocationHandle,
+                   * cuMemImportFromShareableHandle), +1 per mapping: the process lets go of
+                   * the memory when it drops to 0 */
+        uint64_t size;
+        CUmemAllocationProp prop;
+        /* exported or imported (vmm_share.c): the sim_ipc_rec this process
+         * holds it through (share_slot -1: not shared), guarded by sim_g.mu */
+        int share_slot;
+        int share_pid; /* the process that holds it (not a forked child) */
+        uint64_t share_id;
+        struct sim_vmm_handle *share_next; /* this process's shared handles */
+};
+#define SIM_MAGIC_VMM 0x564d4d31u
+/* The live handle hh, or NULL. */
+struct sim_vmm_handle *sim_vmm_handle_of(CUmemGenericAllocationHandle hh);
+
+/* --- vmm_share.c --- */
+/* The last reference of h in this process is gone: a shared handle leaves
+ * its record (the memory, and its charge, stay while another process holds
+ * it; the last holder gives it back to the device) and true is returned;
+ * false (not shared) leaves the uncharge to the caller. */
+bool sim_vmm_share_leave(struct sim_vmm_handle *h);
+
 /* --- pool.c --- */
 /* Takes r bytes (a multiple of 2 MiB) for one block out of pool: from its
  * free reserve, else by growing the reserve by at least the pool chunk,

@@ -24,7 +24,7 @@
 #include <sys/types.h>
 
 #define SIM_STATE_MAGIC 0x31555047534d4953ULL /* "SIMGPU1" */
-#define SIM_STATE_VERSION 4u
+#define SIM_STATE_VERSION 5u
 #define SIM_MAX_DEVICES 16
 /* Processes and contexts machine-wide: 8 GPUs x 64 processes with one
  * context each, and room to spare. The file is sparse and its records are
@@ -95,7 +95,9 @@ struct sim_proc_rec {
         struct sim_snap snaps[SIM_MAX_DEVICES][SIM_SNAPS];
 };
 
-/* An allocation exported with cuIpcGetMemHandle. Its device memory lives
+/* An allocation exported with cuIpcGetMemHandle (or, vmm set, with
+ * cuMemExportToShareableHandle: the exporter and importers hold it through
+ * their handles and mappings, imp_refs 1 each). Its device memory lives
  * while the exporter's allocation or any import of it does (the real
  * driver's reference counting), and is charged to one process, `owner`:
  * the exporter while it holds the allocation, then an importer that keeps
@@ -109,9 +111,11 @@ struct sim_ipc_rec {
         int32_t owner;           /* process slot charged for it */
         int32_t exporter_pid;    /* where importers find the memory: */
         int32_t memfd;           /*   /proc/<exporter_pid>/fd/<memfd> */
-        uint32_t pad;
+        uint32_t vmm;            /* 1: a cuMemCreate allocation exported as a file
+                                  * descriptor (vmm_share.c), found by its inode */
         uint64_t id;             /* unique, in the handle */
         uint64_t bytes;
+        uint64_t ino;            /* vmm: the inode of its memfd */
         int32_t imp[SIM_IPC_IMPORTERS];       /* importer process slots, -1 free */
         uint32_t imp_refs[SIM_IPC_IMPORTERS]; /* its opens not yet closed */
 };

@@ -312,17 +312,6 @@ SIM_EXPORT CUresult cuMemPoolGetAttribute(CUmemoryPool pool, CUmemPool_attribute
 
 /* --- virtual memory management --- */
 
-struct sim_vmm_handle {
-        uint32_t magic;
-        int fd;
-        int dev;
-        int refs; /* 1 per unreleased reference (cuMemCreate, cuMemRetainAllocationHandle),
-                   * +1 per mapping: the memory is freed when it drops to 0 */
-        uint64_t size;
-        CUmemAllocationProp prop;
-};
-#define SIM_MAGIC_VMM 0x564d4d31u
-
 static void handle_unref(struct sim_vmm_handle *h)
 {
         pthread_mutex_lock(&sim_g.mu);
@@ -330,7 +319,8 @@ static void handle_unref(struct sim_vmm_handle *h)
         pthread_mutex_unlock(&sim_g.mu);
         if (!last)
                 return;
-        sim_uncharge(h->dev, h->size);
+        if (!sim_vmm_share_leave(h)) /* exported or imported: others may hold it */
+                sim_uncharge(h->dev, h->size);
         close(h->fd);
         h->magic = 0;
         free(h);
@@ -373,12 +363,12 @@ SIM_EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *out, size_t size,
                 return CUDA_ERROR_OUT_OF_MEMORY;
         }
         *h = (struct sim_vmm_handle){ .magic = SIM_MAGIC_VMM, .fd = fd, .dev = dev, .refs = 1,
-                                      .size = size, .prop = *prop };
+                                      .size = size, .prop = *prop, .share_slot = -1 };
         *out = (CUmemGenericAllocationHandle)(uintptr_t)h;
         return CUDA_SUCCESS;
 }
 
-static struct sim_vmm_handle *handle_of(CUmemGenericAllocationHandle hh)
+struct sim_vmm_handle *sim_vmm_handle_of(CUmemGenericAllocationHandle hh)
 {
         struct sim_vmm_handle *h = (struct sim_vmm_handle *)(uintptr_t)hh;
         return h && h->magic == SIM_MAGIC_VMM ? h : NULL;
@@ -387,7 +377,7 @@ static struct sim_vmm_handle *handle_of(CUmemGenericAllocationHandle hh)
 SIM_EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle hh)
 {
         SIM_NEED_INIT();
-        struct sim_vmm_handle *h = handle_of(hh);
+        struct sim_vmm_handle *h = sim_vmm_handle_of(hh);
         if (!h)
                 return CUDA_ERROR_INVALID_VALUE;
         handle_unref(h);
@@ -415,7 +405,7 @@ SIM_EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *
                                                            CUmemGenericAllocationHandle hh)
 {
         SIM_NEED_INIT();
-        struct sim_vmm_handle *h = handle_of(hh);
+        struct sim_vmm_handle *h = sim_vmm_handle_of(hh);
         if (!h || !prop)
                 return CUDA_ERROR_INVALID_VALUE;
         *prop = h->prop;
@@ -461,7 +451,7 @@ SIM_EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
                              CUmemGenericAllocationHandle hh, unsigned long long flags)
 {
         SIM_NEED_INIT();
-        struct sim_vmm_handle *h = handle_of(hh);
+        struct sim_vmm_handle *h = sim_vmm_handle_of(hh);
         struct sim_alloc r;
         if (!h || flags || size == 0 || size % SIM_GRANULE || offset % SIM_GRANULE ||
             offset > h->size || size > h->size - offset ||
