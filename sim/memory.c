@@ -309,7 +309,7 @@ SIM_EXPORT CUresult cuMemGetAddressRange_v2(CUdeviceptr *pbase, size_t *psize, C
 {
         SIM_NEED_INIT();
         struct sim_alloc a;
-        if (!sim_table_find(p, 1, SIM_A_DEV | SIM_A_MANAGED | SIM_A_POOL | SIM_A_VMM, &a))
+        if (!sim_table_find(p, 1, SIM_A_DEV | SIM_A_MANAGED | SIM_A_POOL | SIM_A_VMM | SIM_A_IPC, &a))
                 return CUDA_ERROR_NOT_FOUND;
         if (pbase)
                 *pbase = a.base;

@@ -8,6 +8,7 @@
 
 #include "shim.h"
 #include "shim_gate.h"
+#include "shim_reserve.h"
 
 #define MAX_DEVS 64
 
@@ -106,6 +107,8 @@ static CUresult ctx_destroy(CUcontext ctx, shim_t_cuCtxDestroy_v2 *real)
         shim_table_settle(had, &e, r);
         if (r == CUDA_SUCCESS)
                 shim_mem_ctx_gone((uint64_t)(uintptr_t)ctx); /* the driver freed its memory */
+        if (r == CUDA_SUCCESS)
+                shim_reserve_ctx_gone((uint64_t)(uintptr_t)ctx); /* limits, modules, imports */
         return r;
 }
 
@@ -164,6 +167,7 @@ static CUresult primary_release(CUdevice dev, shim_t_cuDevicePrimaryCtxRelease_v
                         shim_table_take(SHIM_K_PRIMARY, (uint64_t)dev, &e);
                         shim_books_release(e.bytes);
                         shim_mem_ctx_gone(e.ctx);
+                        shim_reserve_ctx_gone(e.ctx);
                 } else {
                         shim_table_put_in(SHIM_K_PRIMARY, (uint64_t)dev, e.bytes, e.aux - 1, e.ctx);
                 }
@@ -184,6 +188,7 @@ static CUresult primary_reset(CUdevice dev, shim_t_cuDevicePrimaryCtxReset_v2 *r
         if (r == CUDA_SUCCESS && shim_table_take(SHIM_K_PRIMARY, (uint64_t)dev, &e)) {
                 shim_books_release(e.bytes);
                 shim_mem_ctx_gone(e.ctx);
+                shim_reserve_ctx_gone(e.ctx);
         }
         pthread_mutex_unlock(&prim_mu);
         return r;

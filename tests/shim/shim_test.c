@@ -606,7 +606,11 @@ int main(int argc, char **argv)
                              { "exit_blocker", run_exit_blocker },
                              { "exit_flush", run_exit_flush },
                              { "lt_hold", run_lt_hold },
-                             { "fd_full", run_fd_full } };
+                             { "fd_full", run_fd_full },
+                             { "ipc", run_ipc },
+                             { "ipc_exporter", run_ipc_exporter },
+                             { "limits", run_limits },
+                             { "globals", run_globals } };
                 for (unsigned i = 0; i < sizeof(more) / sizeof(more[0]); i++)
                         if (!strcmp(role, more[i].name))
                                 return more[i].fn();

@@ -48,5 +48,10 @@ int run_exit_blocker(void);
 int run_exit_flush(void);
 int run_lt_hold(void);
 int run_fd_full(void);
+/* Memory kept without an allocation call (shim_test_reserve.c). */
+int run_ipc(void);
+int run_ipc_exporter(void);
+int run_limits(void);
+int run_globals(void);
 
 #endif /* GS_SHIM_TEST_H */
