@@ -118,6 +118,11 @@ extern __thread bool shim_initializing __attribute__((tls_model("initial-exec"))
  * entry points pass through; false for anything else (a signal handler
  * interrupting the thread), logged: the call is refused. Never blocks. */
 bool shim_nested_ok(const void *caller, const char *hook);
+/* Whether this process may be in a slice, without starting the shim: a
+ * config is named by the environment or the default config exists (or
+ * cannot be looked at). For the loader's hooks, so that a process outside
+ * every slice does not load the driver for a dlopen. */
+bool shim_maybe_slice(void);
 
 /* Common prologue of memory hooks: pass through outside a slice (and for
  * calls the driver makes to itself), refuse when fail-closed, refuse a

@@ -266,7 +266,7 @@ static int run_signal(void)
         CUfunction busy;
         CU_OK(cuModuleLoad(&m, ptx));
         CU_OK(cuModuleGetFunction(&busy, m, "gs_busy"));
-        unsigned long long ns = 800000000ull;
+        unsigned long long ns = 2000000000ull;
         void *params[] = { &ns };
         CU_OK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
         struct sigaction sa = { .sa_handler = on_alarm };
