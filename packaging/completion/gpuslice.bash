@@ -32,13 +32,13 @@ _gpuslice()
         if [[ $cur == -* ]]; then
             COMPREPLY=($(compgen -W "--state-dir --version -h --help" -- "$cur"))
         else
-            COMPREPLY=($(compgen -W "run up ls render events top help" -- "$cur"))
+            COMPREPLY=($(compgen -W "run up ls render events top ps logs stop down help" -- "$cur"))
         fi
         return
     fi
     case $cmd in
     help)
-        [[ $((cword - cmdi)) -eq 1 ]] && COMPREPLY=($(compgen -W "run up ls render events top" -- "$cur"))
+        [[ $((cword - cmdi)) -eq 1 ]] && COMPREPLY=($(compgen -W "run up ls render events top ps logs stop down" -- "$cur"))
         ;;
     run)
         if [[ $dashdash -eq 0 ]]; then
@@ -48,10 +48,11 @@ _gpuslice()
             --policy) COMPREPLY=($(compgen -W "share cap" -- "$cur")); return ;;
             --overuse) COMPREPLY=($(compgen -W "report kill evict" -- "$cur")); return ;;
             --name) COMPREPLY=(); return ;;
+            --log-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         esac
         fi
         if [[ $dashdash -eq 0 && $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--gpu --gpu-memory --policy --overuse --name --sim -h --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--gpu --gpu-memory --policy --overuse --name --sim --log-dir -h --help" -- "$cur"))
         else
             if [[ $dashdash -gt 0 && $((cword - dashdash)) -eq 1 ]]; then
                 COMPREPLY=($(compgen -c -- "$cur"))
@@ -64,10 +65,11 @@ _gpuslice()
         if [[ $dashdash -eq 0 ]]; then
         case $prev in
             --grace) COMPREPLY=(); return ;;
+            --log-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
         esac
         fi
         if [[ $dashdash -eq 0 && $cur == -* ]]; then
-            COMPREPLY=($(compgen -W "--sim --grace -h --help" -- "$cur"))
+            COMPREPLY=($(compgen -W "--sim --grace -d --detach --log-dir -h --help" -- "$cur"))
         else
             COMPREPLY=($(compgen -f -- "$cur"))
         fi
@@ -114,6 +116,55 @@ _gpuslice()
             COMPREPLY=($(compgen -W "--interval --once --json -h --help" -- "$cur"))
         else
             COMPREPLY=()
+        fi
+        ;;
+    ps)
+        if [[ $dashdash -eq 0 ]]; then
+        case $prev in
+            --output|-o) COMPREPLY=($(compgen -W "wide json" -- "$cur")); return ;;
+        esac
+        fi
+        if [[ $dashdash -eq 0 && $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--json -o --output --sim -h --help" -- "$cur"))
+        else
+            COMPREPLY=()
+        fi
+        ;;
+    logs)
+        if [[ $dashdash -eq 0 ]]; then
+        case $prev in
+            --tail|-n) COMPREPLY=(); return ;;
+            --log-dir) COMPREPLY=($(compgen -d -- "$cur")); return ;;
+        esac
+        fi
+        if [[ $dashdash -eq 0 && $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "-f --follow -n --tail --log-dir -h --help" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$(_gpuslice_names)" -- "$cur"))
+        fi
+        ;;
+    stop)
+        if [[ $dashdash -eq 0 ]]; then
+        case $prev in
+            --grace|-t) COMPREPLY=(); return ;;
+        esac
+        fi
+        if [[ $dashdash -eq 0 && $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "-t --grace --sim -h --help" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -W "$(_gpuslice_names)" -- "$cur"))
+        fi
+        ;;
+    down)
+        if [[ $dashdash -eq 0 ]]; then
+        case $prev in
+            --timeout) COMPREPLY=(); return ;;
+        esac
+        fi
+        if [[ $dashdash -eq 0 && $cur == -* ]]; then
+            COMPREPLY=($(compgen -W "--timeout --sim -h --help" -- "$cur"))
+        else
+            COMPREPLY=($(compgen -f -- "$cur"))
         fi
         ;;
     esac

@@ -20,6 +20,10 @@ int cmd_up(int argc, char **argv);
 int cmd_render(int argc, char **argv);
 int cmd_events(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_ps(int argc, char **argv);
+int cmd_logs(int argc, char **argv);
+int cmd_stop(int argc, char **argv);
+int cmd_down(int argc, char **argv);
 
 extern const struct cli_cmd cli_cmd_run;
 extern const struct cli_cmd cli_cmd_up;
@@ -27,5 +31,9 @@ extern const struct cli_cmd cli_cmd_ls;
 extern const struct cli_cmd cli_cmd_render;
 extern const struct cli_cmd cli_cmd_events;
 extern const struct cli_cmd cli_cmd_top;
+extern const struct cli_cmd cli_cmd_ps;
+extern const struct cli_cmd cli_cmd_logs;
+extern const struct cli_cmd cli_cmd_stop;
+extern const struct cli_cmd cli_cmd_down;
 
 #endif /* GS_CLI_H */

@@ -440,6 +440,12 @@ static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_sli
                         s->kube = strcmp(v, "kubernetes") == 0;
                 else if (!strcmp(k, "dir"))
                         snprintf(s->slice_dir, sizeof(s->slice_dir), "%s", v);
+                else if (!strcmp(k, "state"))
+                        s->stopping = strcmp(v, "stopping") == 0;
+                else if (!strcmp(k, "up_pid"))
+                        s->up_pid = (int)GS_MIN(u64_of(v), (uint64_t)INT32_MAX);
+                else if (!strcmp(k, "up_spec"))
+                        snprintf(s->up_spec, sizeof(s->up_spec), "%s", v);
                 else if (!strcmp(k, "gpu") && s->n_gpus < CLI_MAX_SLICE_GPUS) {
                         const char *comma = strchr(v, ',');
                         s->gpu_index[s->n_gpus] = (unsigned)u64_of(v);
@@ -483,6 +489,13 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                      const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
                      struct gs_error **err)
 {
+        return cli_create_slice_up(fd, milli, memory, policy, overuse, name, pid, NULL, ret, err);
+}
+
+int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *policy,
+                        const char *overuse, const char *name, pid_t pid, const char *up_spec,
+                        struct cli_slice *ret, struct gs_error **err)
+{
         struct gs_proto_builder b;
         gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
         gs_proto_builder_add(&b, "gpu_milli", "%" PRIu32, milli);
@@ -494,6 +507,8 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                 gs_proto_builder_add(&b, "overuse", "%s", overuse);
         if (name)
                 gs_proto_builder_add(&b, "name", "%s", name);
+        if (up_spec)
+                gs_proto_builder_add(&b, "up_spec", "%s", up_spec);
         gs_proto_builder_add(&b, "pid", "%d", (int)pid);
         struct gs_proto_msg m;
         int r = cli_call(fd, &b, &m, err);
@@ -513,6 +528,8 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                                                     "gpusliced or leave the over-use policy out",
                                                     ret->id);
                         }
+                        if (!up_spec)
+                                ret->up_pid = 0;
                         return 0;
                 }
         gs_proto_msg_done(&m);
@@ -521,14 +538,48 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
 
 int cli_release_slice(int fd, const char *id, struct gs_error **err)
 {
+        bool stopped;
+        return cli_release_slice_stopped(fd, id, &stopped, err);
+}
+
+int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct gs_error **err)
+{
         struct gs_proto_builder b;
         gs_proto_builder_init(&b, GS_MSG_RELEASE, GS_PROTO_MAX_REQUEST);
         gs_proto_builder_add(&b, "id", "%s", id);
         struct gs_proto_msg m;
         int r = cli_call(fd, &b, &m, err);
-        if (r == 0)
+        if (r == 0) {
+                const char *v = gs_proto_msg_get(&m, "stopped");
+                *ret_stopped = v && !strcmp(v, "1");
                 gs_proto_msg_done(&m);
+        }
         return r;
+}
+
+int cli_stop_slice(int fd, const char *id, bool up, uint64_t grace_ms, int *ret_pid,
+                   struct gs_error **err)
+{
+        struct gs_proto_builder b;
+        gs_proto_builder_init(&b, GS_MSG_STOP, GS_PROTO_MAX_REQUEST);
+        gs_proto_builder_add(&b, "id", "%s", id);
+        gs_proto_builder_add(&b, "grace_ms", "%" PRIu64, grace_ms);
+        if (up)
+                gs_proto_builder_add(&b, "target", "%s", "up");
+        struct gs_proto_msg m;
+        int r = cli_call(fd, &b, &m, err);
+        if (r == -EBADMSG && err) {
+                gs_error_free(*err);
+                *err = NULL;
+                return gs_error_set(err, r, "this gpusliced cannot stop slices (it is older "
+                                    "than `gpuslice stop`); restart it");
+        }
+        if (r < 0)
+                return r;
+        const char *v = gs_proto_msg_get(&m, up ? "up_pid" : "pid");
+        *ret_pid = v ? (int)GS_MIN(u64_of(v), (uint64_t)INT32_MAX) : 0;
+        gs_proto_msg_done(&m);
+        return 0;
 }
 
 void cli_listing_done(struct cli_listing *l)

@@ -80,6 +80,9 @@ struct cli_slice {
         uint64_t gate_wait_ns;   /* time it waited for the gate since the daemon started */
         char config[GS_PATH_MAX];    /* "" for whole GPUs */
         char slice_dir[GS_PATH_MAX];
+        bool stopping;               /* a stop (cli_stop_slice) is under way */
+        int up_pid;                  /* the `gpuslice up` that runs it; 0: none (or not ours) */
+        char up_spec[GS_PATH_MAX];   /* the spec that up runs; "" */
 };
 
 struct cli_gpu {
@@ -108,8 +111,32 @@ int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy
                      const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
                      struct gs_error **err);
 
+/* cli_create_slice for `gpuslice up` running the spec at up_spec (an
+ * absolute path; NULL: none): the daemon records the asker as the slice's
+ * supervisor, which `gpuslice down` stops (docs/daemon.md). A daemon that
+ * does not echo it (an older one) keeps the slice as an ordinary one:
+ * *ret->up_pid is then 0. */
+int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *policy,
+                        const char *overuse, const char *name, pid_t pid, const char *up_spec,
+                        struct cli_slice *ret, struct gs_error **err);
+
 /* Release a slice by id. */
 int cli_release_slice(int fd, const char *id, struct gs_error **err);
+
+/* cli_release_slice that also says whether the slice had been stopped by
+ * `gpuslice stop` (*ret_stopped; false from an older daemon). A slice the
+ * daemon already freed answers -ENOENT, unless it was stopped. */
+int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct gs_error **err);
+
+/* Ask the daemon to stop slice `id` (GS_MSG_STOP): up false: SIGTERM to its
+ * process now, SIGKILL after grace_ms, and the slice is freed once it is
+ * gone; up true: SIGTERM to the `gpuslice up` that runs it (which stops its
+ * APIs). -EPERM unless we own it or are root; -ENOENT for no such slice;
+ * -EBADMSG from a daemon without stops. *ret_pid: the process signalled. */
+int cli_stop_slice(int fd, const char *id, bool up, uint64_t grace_ms, int *ret_pid,
+                   struct gs_error **err);
+
+
 
 /* List GPUs and slices into *ret (cli_listing_done). */
 int cli_list(int fd, struct cli_listing *ret, struct gs_error **err);

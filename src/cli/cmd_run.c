@@ -21,10 +21,11 @@
 #include "quantity.h"
 #include "shepherd.h"
 #include "slice_env.h"
+#include "slice_log.h"
 
 #define ENV_MAX 16384
 
-enum { OPT_GPU = 1, OPT_MEMORY, OPT_POLICY, OPT_OVERUSE, OPT_NAME, OPT_SIM };
+enum { OPT_GPU = 1, OPT_MEMORY, OPT_POLICY, OPT_OVERUSE, OPT_NAME, OPT_SIM, OPT_LOG_DIR };
 
 static const struct cli_opt run_table[] = {
         { OPT_GPU, 0, "gpu", "SHARE", "300m, 0.3 (a slice) or 1, 2 (whole GPUs, no limits)", NULL },
@@ -37,6 +38,10 @@ static const struct cli_opt run_table[] = {
           "report kill evict" },
         { OPT_NAME, 0, "name", "NAME", "a name for the slice ([A-Za-z0-9._-], shown by ls)", NULL },
         { OPT_SIM, 0, "sim", NULL, "use simgpu, the simulated driver (also for a started daemon)",
+          NULL },
+        { OPT_LOG_DIR, 0, "log-dir", "DIR",
+          "where the slice's log goes (gpuslice logs NAME): DIR/NAME.log; default\n"
+          "$GPUSLICE_LOG_DIR, else /var/log/gpuslice for root, else ~/.local/state/gpuslice/logs",
           NULL },
 };
 
@@ -98,6 +103,7 @@ struct run_opts {
         uint32_t milli;
         uint64_t memory;
         const char *policy, *overuse, *name;
+        const char *log_dir;
         bool sim;
 };
 
@@ -135,6 +141,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o, char ***ret_cmd)
                         break;
                 case OPT_NAME: o->name = v; break;
                 case OPT_SIM: o->sim = true; break;
+                case OPT_LOG_DIR: o->log_dir = v; break;
                 }
                 if (r < 0) {
                         cli_usage_error(&cli_cmd_run, "%s", gs_error_msg(err));
@@ -245,6 +252,12 @@ int cmd_run(int argc, char **argv)
                 kill(cmd_pid, SIGKILL);
                 wait_child(shep);
                 return CLI_EXIT_FAILURE;
+        }
+        struct gs_error *log_err = NULL; /* no log: the command runs all the same */
+        if (slice_log_for_slice(o.log_dir, &s, &env, &log_err) < 0) {
+                fprintf(stderr, "gpuslice run: no log for slice %s: %s\n", s.id,
+                        gs_error_msg(log_err));
+                gs_error_free(log_err);
         }
         size_t off = 0;
         while (off < env.len) {

@@ -7,7 +7,9 @@
  * one API does not fit. Then hand the APIs to the supervisor (up_supervise.c),
  * which starts them, prefixes their output, restarts them with backoff and
  * stops them on Ctrl-C; every start gets a fresh slice for its process (as
- * `gpuslice run` does) and every exit releases it. */
+ * `gpuslice run` does) and every exit releases it. Each API's output and its
+ * shim's lines also go to its log (slice_log.h); with -d the supervisor runs
+ * detached (up_detach.h) until `gpuslice down`. */
 #include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
@@ -23,6 +25,8 @@
 #include "macro.h"
 #include "number.h"
 #include "spec.h"
+#include "slice_log.h"
+#include "up_detach.h"
 #include "up_plan.h"
 #include "up_slices.h"
 #include "up_supervise.h"
@@ -35,27 +39,39 @@ struct up_state {
         struct up_api *apis;
         char ***argvs;          /* per API: resolved argv (owned) */
         char ***envs;           /* per API: "K=V" of the spec (owned) */
+        char **logs;            /* per API: its log's path (owned); NULL entries: none */
+        char *spec_abs;         /* the spec's absolute path (owned), for gpuslice down */
+        char *up_log;           /* -d: the supervisor's own log (owned) */
         struct up_slices *slices;
 };
 
-enum { OPT_SIM = 1, OPT_GRACE };
+enum { OPT_SIM = 1, OPT_GRACE, OPT_DETACH, OPT_LOG_DIR };
 
 static const struct cli_opt up_table[] = {
         { OPT_SIM, 0, "sim", NULL, "use simgpu (no NVIDIA driver needed) if no daemon runs", NULL },
         { OPT_GRACE, 0, "grace", "SECONDS", "how long APIs get to stop before SIGKILL (default 10)",
           NULL },
+        { OPT_DETACH, 'd', "detach", NULL,
+          "run in the background: return once every API is started; the APIs'\n"
+          "output goes to their logs only; gpuslice down SPEC stops them",
+          NULL },
+        { OPT_LOG_DIR, 0, "log-dir", "DIR",
+          "where each API's log goes (gpuslice logs NAME): DIR/NAME.log; default\n"
+          "$GPUSLICE_LOG_DIR, else /var/log/gpuslice for root, else ~/.local/state/gpuslice/logs",
+          NULL },
 };
 
 const struct cli_cmd cli_cmd_up = {
         .name = "up",
-        .usage = "[--sim] [--grace SECONDS] SPEC",
+        .usage = "[-d] [--sim] [--grace SECONDS] [--log-dir DIR] SPEC",
         .summary = "start every API of a spec file in its slice (gpuslice up apis.yaml)",
         .description =
                 "Start every API of the API spec SPEC (YAML), each in its own GPU slice, and\n"
                 "keep them running until Ctrl-C:\n"
                 "  - the whole spec is placed before anything starts; if one API does not fit,\n"
                 "    nothing starts and the message says which GPU would be short of what;\n"
-                "  - each output line is prefixed with its API's name, [name] ...;\n"
+                "  - each output line is prefixed with its API's name, [name] ...; it also goes\n"
+                "    to the API's log, with the shim's lines (gpuslice logs NAME);\n"
                 "  - an API that exits is restarted after 0.5s, doubling to 30s (reset once it\n"
                 "    has stayed up 30s); one that failed for a reason a restart cannot fix\n"
                 "    (its slice refused by the daemon, its command not found or not\n"
@@ -64,7 +80,11 @@ const struct cli_cmd cli_cmd_up = {
                 "    exits; either way with status 4;\n"
                 "  - Ctrl-C, SIGTERM or SIGHUP stops them all (SIGTERM, then SIGKILL after the grace\n"
                 "    period, default 10s) and frees their slices; exit status 0. If `up` itself is\n"
-                "    killed, even with kill -9, every API and what it started dies with it.\n",
+                "    killed, even with kill -9, every API and what it started dies with it;\n"
+                "  - gpuslice stop NAME stops one API for good (it is not restarted);\n"
+                "    gpuslice down SPEC, from any terminal, stops them all as Ctrl-C does;\n"
+                "  - with -d, up returns once every API is started and its supervisor runs on\n"
+                "    in the background (its own log: DIR/up-SPEC.log) until gpuslice down.\n",
         .footer = "Exit status: 0 after Ctrl-C; 2 usage; 3 the spec does not fit (nothing was\n"
                   "started); 4 an API was not restarted; 125 gpuslice itself failed.\n",
         .opts = up_table,
@@ -86,6 +106,11 @@ static void state_done(struct up_state *st)
                         free(st->envs[i]);
                 }
         }
+        for (size_t i = 0; st->logs && i < n; i++)
+                free(st->logs[i]);
+        free(st->logs);
+        free(st->spec_abs);
+        free(st->up_log);
         free(st->argvs);
         free(st->envs);
         free(st->apis);
@@ -213,10 +238,61 @@ static int parse_grace(const char *s, uint64_t *ret_ms)
         return gs_decimal_milli_parse_str(s, 3600 * 1000, ret_ms);
 }
 
+/* The logs: one per API (DIR/NAME.log) and, with -d, the supervisor's own
+ * (DIR/up-SPECFILE.log); the spec's absolute path, by which `gpuslice down`
+ * finds this up. A log directory that cannot be named leaves the APIs
+ * without logs (said), unless -d needs one. */
+static int prepare_logs(struct up_state *st, const char *spec_path, const char *log_dir,
+                        bool detach, struct gs_error **err)
+{
+        size_t n = st->spec->n_apis;
+        char dir[4096], path[4200];
+        struct gs_error *lerr = NULL;
+        int r;
+
+        st->spec_abs = realpath(spec_path, NULL);
+        st->logs = calloc(n, sizeof(*st->logs));
+        if (!st->spec_abs || !st->logs)
+                return st->spec_abs ? -ENOMEM
+                                    : gs_error_set(err, -errno, "%s: %s", spec_path, strerror(errno));
+        if ((r = slice_log_dir(log_dir, dir, sizeof(dir), &lerr)) < 0) {
+                if (detach) {
+                        *err = lerr;
+                        return r;
+                }
+                fprintf(stderr, "up: the APIs run without logs: %s\n", gs_error_msg(lerr));
+                gs_error_free(lerr);
+                return 0;
+        }
+        for (size_t i = 0; i < n; i++) {
+                if (slice_log_path(dir, st->spec->apis[i].name, path, sizeof(path), NULL) < 0)
+                        continue; /* a name the spec accepted but a file cannot have: no log */
+                if (!(st->logs[i] = strdup(path)))
+                        return -ENOMEM;
+                st->apis[i].log_path = st->logs[i];
+        }
+        if (!detach)
+                return 0;
+        const char *base = strrchr(st->spec_abs, '/') ? strrchr(st->spec_abs, '/') + 1 : st->spec_abs;
+        if (asprintf(&st->up_log, "%s/up-%s.log", dir, base) < 0) {
+                st->up_log = NULL;
+                return -ENOMEM;
+        }
+        for (char *p = st->up_log + strlen(dir) + 1; *p; p++)
+                if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-", *p))
+                        *p = '_';
+        char line[600];
+        snprintf(line, sizeof(line), "up -d: %.500s", st->spec_abs);
+        return slice_log_start(st->up_log, line, err);
+}
+
 int cmd_up(int argc, char **argv)
 {
         struct up_slices_options sopt = { .sim = false };
         struct up_state st = { 0 };
+        struct up_detach det = { .report_fd = -1 };
+        const char *log_dir = NULL;
+        bool detach = false;
         struct up_options opt;
         struct up_hooks hooks;
         _cleanup_error_ struct gs_error *err = NULL;
@@ -229,6 +305,12 @@ int cmd_up(int argc, char **argv)
                 switch (c) {
                 case OPT_SIM:
                         sopt.sim = true;
+                        break;
+                case OPT_DETACH:
+                        detach = true;
+                        break;
+                case OPT_LOG_DIR:
+                        log_dir = a.arg;
                         break;
                 case OPT_GRACE:
                         if (parse_grace(a.arg, &opt.grace_ms) < 0)
@@ -248,6 +330,10 @@ int cmd_up(int argc, char **argv)
         if (r == 0)
                 r = prepare_apis(&st, spec_path, &err);
         if (r == 0)
+                r = prepare_logs(&st, spec_path, log_dir, detach, &err);
+        sopt.up_spec = st.spec_abs;
+        sopt.log_paths = st.logs;
+        if (r == 0)
                 r = up_slices_open(&sopt, st.spec, &st.slices, &err);
         if (r == 0)
                 r = up_slices_check_fit(st.slices, &err);
@@ -262,8 +348,23 @@ int cmd_up(int argc, char **argv)
         fprintf(stderr, "up: starting %zu API%s from %s\n", st.spec->n_apis,
                 st.spec->n_apis == 1 ? "" : "s", spec_path);
         hooks = (struct up_hooks){ .prepare = up_slices_prepare, .exited = up_slices_exited,
-                                   .ud = st.slices };
+                                   .stopped = up_slices_stopped, .ud = st.slices };
+        if (detach) {
+                int status = 0;
+
+                r = up_detach_fork(st.up_log, spec_path, st.apis, st.spec->n_apis, &hooks, &det,
+                                   &status);
+                if (r != 0) { /* the command: the supervisor runs on, or never started */
+                        if (r < 0)
+                                fprintf(stderr, "gpuslice up: cannot start the supervisor: %s\n",
+                                        strerror(-r));
+                        state_done(&st);
+                        return r < 0 ? CLI_EXIT_FAILURE : status;
+                }
+                opt.quiet = true;
+        }
         r = up_supervise(st.apis, st.spec->n_apis, &hooks, &opt);
+        up_detach_done(&det);
         if (r < 0) {
                 fprintf(stderr, "gpuslice up: cannot supervise the APIs: %s\n", strerror(-r));
                 r = CLI_EXIT_FAILURE;

@@ -27,6 +27,10 @@ static const struct command commands[] = {
         { cmd_render, &cli_cmd_render },
         { cmd_events, &cli_cmd_events },
         { cmd_top, &cli_cmd_top },
+        { cmd_ps, &cli_cmd_ps },
+        { cmd_logs, &cli_cmd_logs },
+        { cmd_stop, &cli_cmd_stop },
+        { cmd_down, &cli_cmd_down },
 };
 
 static const struct cli_opt global_table[] = {

@@ -16,16 +16,21 @@
 #include "overuse_policy.h"
 #include "placement.h"
 #include "slice_env.h"
+#include "slice_log.h"
 #include "up_plan.h"
 #include "up_supervise.h"
 
 struct held {
         char id[GS_SLICE_ID_MAX + 1]; /* "" when the API holds no slice */
         pid_t pid;
+        bool stopped;                 /* its last slice was stopped (gpuslice stop) */
+        bool log_failed;              /* its log could not be started: said once */
 };
 
 struct up_slices {
         struct cli_conn_opts copts;
+        const char *up_spec;
+        char *const *log_paths;
         struct cli_daemon_info daemon; /* what it serves (simgpu or not) */
         const struct gs_spec *spec;
         struct held *held;            /* one per API: the slice of its running process */
@@ -47,6 +52,8 @@ int up_slices_open(const struct up_slices_options *opt, const struct gs_spec *sp
         if (!s)
                 return -ENOMEM;
         s->copts = (struct cli_conn_opts){ .sim = opt->sim, .start = true };
+        s->up_spec = opt->up_spec;
+        s->log_paths = opt->log_paths;
         s->spec = spec;
         s->held = calloc(spec->n_apis, sizeof(*s->held));
         if (!s->held) {
@@ -158,15 +165,17 @@ static int remember_id(struct up_slices *s, const char *id)
 static void release(struct up_slices *s, size_t api)
 {
         struct gs_error *err = NULL;
+        bool stopped = false;
         int fd = -1, r;
 
         if (!s->held[api].id[0])
                 return;
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
-                r = cli_release_slice(fd, s->held[api].id, &err);
+                r = cli_release_slice_stopped(fd, s->held[api].id, &stopped, &err);
                 close(fd);
         }
+        s->held[api].stopped = r == 0 && stopped;
         /* -ENOENT: the daemon already freed it when the process ended. */
         if (r < 0 && r != -ENOENT)
                 fprintf(stderr, "up: [%s] cannot release slice %s: %s\n",
@@ -181,6 +190,44 @@ static bool transient(int r)
         return r == -EAGAIN || r == -EBUSY || r == -ETIMEDOUT || r == -EINTR || r == -EIO ||
                r == -ECONNRESET || r == -ECONNREFUSED || r == -EPIPE || r == -ENOMEM ||
                r == -EBADMSG;
+}
+
+/* Whether API api's shim log was chosen by the user: GPUSLICE_LOG in our
+ * environment or in the API's env of the spec. */
+static bool log_chosen(const struct up_slices *s, size_t api)
+{
+        const struct gs_api_spec *a = &s->spec->apis[api];
+
+        for (size_t k = 0; k < a->n_env; k++)
+                if (!strcmp(a->env[k].name, "GPUSLICE_LOG"))
+                        return true;
+        return slice_log_user_set();
+}
+
+/* The API's log for this slice: a first line, and GPUSLICE_LOG for the shim
+ * (unless the user chose one). A log that cannot be made is said once; the
+ * API runs without. */
+static void start_log(struct up_slices *s, size_t api, const struct cli_slice *sl,
+                      struct slice_env *e)
+{
+        const char *path = s->log_paths ? s->log_paths[api] : NULL;
+        struct gs_error *err = NULL;
+        char line[512];
+
+        if (!path)
+                return;
+        snprintf(line, sizeof(line), "up: %s: slice %s for pid %d (%s)",
+                 s->spec->apis[api].name, sl->id, sl->pid, s->up_spec ? s->up_spec : "");
+        if (slice_log_start(path, line, &err) < 0) {
+                if (!s->held[api].log_failed)
+                        fprintf(stderr, "up: [%s] no log: %s\n", s->spec->apis[api].name,
+                                gs_error_msg(err));
+                s->held[api].log_failed = true;
+                gs_error_free(err);
+                return;
+        }
+        if (!log_chosen(s, api))
+                slice_log_env_add(e, path);
 }
 
 int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
@@ -202,8 +249,8 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
                 connected = true;
-                r = cli_create_slice(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
-                                     overuse, a->name, pid, &sl, &err);
+                r = cli_create_slice_up(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
+                                        overuse, a->name, pid, s->up_spec, &sl, &err);
                 close(fd);
         }
         if (r == 0) {
@@ -212,6 +259,8 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
                 r = remember_id(s, sl.id);
                 if (r == 0)
                         r = slice_env_build(&sl, &s->daemon, &e, &err);
+                if (r == 0)
+                        start_log(s, api, &sl, &e);
                 if (r < 0)
                         release(s, api);
         }
@@ -234,6 +283,15 @@ void up_slices_exited(void *ud, size_t api, pid_t pid)
 
         if (s->held[api].pid == pid)
                 release(s, api);
+}
+
+bool up_slices_stopped(void *ud, size_t api)
+{
+        struct up_slices *s = ud;
+        bool stopped = s->held[api].stopped;
+
+        s->held[api].stopped = false;
+        return stopped;
 }
 
 int up_slices_release_all(struct up_slices *s)

@@ -17,6 +17,10 @@ struct up_slices;
 
 struct up_slices_options {
         bool sim;            /* a daemon started for us uses simgpu */
+        const char *up_spec; /* the spec's absolute path, recorded with each slice so that
+                              * `gpuslice down` finds this up; NULL: not recorded */
+        char *const *log_paths; /* per API: its log (slice_log.h), started at each slice and
+                                 * given to the shim as GPUSLICE_LOG; NULL or NULL entries: none */
 };
 
 /* Connect to the daemon (starting the embedded one when none answers) and
@@ -42,6 +46,10 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
 
 /* up_hooks.exited: release the slice of the process that ended. */
 void up_slices_exited(void *ud, size_t api, pid_t pid);
+
+/* up_hooks.stopped: whether the daemon said, as that slice was released,
+ * that `gpuslice stop` had stopped it (then it is not restarted). */
+bool up_slices_stopped(void *ud, size_t api);
 
 /* Release whatever is still held and check with the daemon that no slice of
  * ours is left. Returns how many are left (0 when all are freed). */

@@ -42,7 +42,8 @@ struct proc {
         uint64_t backoff_ms;    /* the delay before the next restart */
         unsigned restarts;
         bool prep_failed;       /* this start's prepare failed: fail says why */
-        bool given_up;          /* failed for good: never started again */
+        bool given_up;          /* failed for good, or stopped: never started again */
+        int log_fd;             /* its log (api->log_path) for this start; -1: none */
         struct up_failure fail;
         struct linebuf lines[2];
 };
@@ -57,7 +58,8 @@ struct sup {
         int devnull;
         bool stopping;
         bool killed;
-        bool gave_up;           /* some API was not restarted */
+        bool gave_up;           /* some API was not restarted after a failure */
+        bool any_stopped;       /* some API was stopped on purpose (hooks->stopped) */
         uint64_t kill_at_ms;
         char *blob;             /* UP_ENV_BLOB_MAX + 1 bytes, reused for each start */
 };
@@ -90,11 +92,23 @@ static void write_all(int fd, const char *p, size_t len)
         }
 }
 
-/* Print one line of an API's output as "[name] line\n". */
+/* Print one line of an API's output as "[name] line\n" (unless quiet),
+ * and append it as it is to the API's log. */
 static void emit_line(const struct proc *p, int out, const char *line, size_t len)
 {
         char buf[LINE_MAX_BYTES + 80];
-        int hl = snprintf(buf, sizeof(buf), "[%s] ", p->api->name);
+        int hl;
+
+        if (p->log_fd >= 0) {
+                size_t l = GS_MIN(len, (size_t)LINE_MAX_BYTES);
+
+                memcpy(buf, line, l);
+                buf[l] = '\n';
+                write_all(p->log_fd, buf, l + 1);
+        }
+        if (out < 0)
+                return;
+        hl = snprintf(buf, sizeof(buf), "[%s] ", p->api->name);
 
         if (hl < 0 || (size_t)hl >= sizeof(buf))
                 return;
@@ -293,8 +307,8 @@ static void proc_start(struct sup *s, struct proc *p)
         p->cmd = cmd;
         p->stop_sent = false;
         p->started_ms = now_ms();
-        p->lines[0] = (struct linebuf){ .fd = TAKE_FD(out[0]), .out = 1 };
-        p->lines[1] = (struct linebuf){ .fd = TAKE_FD(err[0]), .out = 2 };
+        p->lines[0] = (struct linebuf){ .fd = TAKE_FD(out[0]), .out = s->opt->quiet ? -1 : 1 };
+        p->lines[1] = (struct linebuf){ .fd = TAKE_FD(err[0]), .out = s->opt->quiet ? -1 : 2 };
         fcntl(p->lines[0].fd, F_SETFL, O_NONBLOCK);
         fcntl(p->lines[1].fd, F_SETFL, O_NONBLOCK);
         close_pair(out);
@@ -312,6 +326,12 @@ static void proc_start(struct sup *s, struct proc *p)
                                  strerror(len < 0 ? -len : E2BIG));
                 kill(cmd, SIGKILL); /* reaped, then rescheduled or given up */
         } else {
+                /* After prepare, which may have rotated the log. */
+                if (p->api->log_path)
+                        p->log_fd = open(p->api->log_path, O_WRONLY | O_APPEND | O_CREAT |
+                                                                   O_CLOEXEC | O_NOFOLLOW |
+                                                                   O_NOCTTY,
+                                         0640);
                 write_all(go[1], s->blob, (size_t)len + 1);
         }
         close_pair(go);
@@ -359,6 +379,9 @@ static void proc_reaped(struct sup *s, struct proc *p, int status)
         p->pid = p->cmd = 0;
         pump(p, &p->lines[0], true);
         pump(p, &p->lines[1], true);
+        if (p->log_fd >= 0)
+                close(p->log_fd);
+        p->log_fd = -1;
         describe_status(status, what, sizeof(what));
         if (s->stopping) {
                 /* Whatever it left behind, its shepherd killed. */
@@ -367,6 +390,13 @@ static void proc_reaped(struct sup *s, struct proc *p, int status)
                 return;
         }
         s->hooks->exited(s->hooks->ud, p->index, pid);
+        if (s->hooks->stopped && s->hooks->stopped(s->hooks->ud, p->index)) {
+                fprintf(stderr, "up: %s: stopped (gpuslice stop, %s); not restarted\n",
+                        p->api->name, what);
+                p->given_up = true;
+                s->any_stopped = true;
+                return;
+        }
         permanent = permanent_reason(p, status, why, sizeof(why));
         if (permanent) {
                 fprintf(stderr, "up: %s: not restarted: %s\n", p->api->name, permanent);
@@ -568,7 +598,7 @@ int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks
                 goto out_mask;
         }
         for (size_t i = 0; i < n_apis; i++) {
-                s.procs[i] = (struct proc){ .api = &apis[i], .index = i,
+                s.procs[i] = (struct proc){ .api = &apis[i], .index = i, .log_fd = -1,
                                             .backoff_ms = opt->backoff_initial_ms,
                                             .lines = { { .fd = -1 }, { .fd = -1 } } };
                 proc_start(&s, &s.procs[i]);
@@ -585,11 +615,14 @@ int up_supervise(const struct up_api *apis, size_t n_apis, const struct up_hooks
         } else {
                 r = s.gave_up ? UP_GAVE_UP : s.killed ? 1 : 0;
         }
-        if (s.gave_up && !s.stopping)
+        if ((s.gave_up || s.any_stopped) && !s.stopping)
                 fprintf(stderr, "up: no API is left running\n");
-        for (size_t i = 0; i < n_apis; i++)
+        for (size_t i = 0; i < n_apis; i++) {
                 for (int j = 0; j < 2; j++)
                         pump(&s.procs[i], &s.procs[i].lines[j], true);
+                if (s.procs[i].log_fd >= 0)
+                        close(s.procs[i].log_fd);
+        }
 out_mask:
         if (s.sfd >= 0)
                 close(s.sfd);

@@ -32,6 +32,8 @@ struct up_api {
         const char *name;       /* printed as "[name] " before each line */
         char *const *argv;      /* NULL-terminated; argv[0] looked up on PATH unless it has a '/' */
         char *const *env;       /* NULL-terminated "K=V" added to every start; may be NULL */
+        const char *log_path;   /* its output is also appended here (without the prefix),
+                                 * opened for each start after prepare; NULL: none */
 };
 
 struct up_hooks {
@@ -45,6 +47,9 @@ struct up_hooks {
                        struct up_failure *fail);
         /* Called once the process started for api is reaped (exited or killed). */
         void (*exited)(void *ud, size_t api, pid_t pid);
+        /* Optional, called after exited: whether that process was stopped
+         * on purpose (`gpuslice stop`): it is then not restarted. */
+        bool (*stopped)(void *ud, size_t api);
         void *ud;
 };
 
@@ -53,6 +58,8 @@ struct up_options {
         uint64_t backoff_max_ms;     /* cap of the doubling (30000) */
         uint64_t reset_after_ms;     /* up this long: the next delay is initial again (30000) */
         uint64_t grace_ms;           /* SIGTERM to SIGKILL on stop (10000) */
+        bool quiet;                  /* the APIs' lines go only to their log_path, not to our
+                                      * stdout/stderr (a detached `up -d`) */
 };
 
 /* The defaults above. */
@@ -60,7 +67,9 @@ void up_options_default(struct up_options *o);
 
 /* Start every API and supervise them until SIGINT, SIGTERM or SIGHUP, then stop them
  * all and return 0 (a clean stop), or 1 when some API had to be killed with
- * SIGKILL. An API that failed for a reason a restart cannot fix (a permanent
+ * SIGKILL. An API stopped on purpose (hooks->stopped) is not restarted ("up:
+ * NAME: stopped; not restarted"), and once none is left either the
+ * supervisor returns 0. An API that failed for a reason a restart cannot fix (a permanent
  * prepare failure, or a command that could not be run: exit status 126 or
  * 127) is not restarted ("up: NAME: not restarted: REASON"); the others keep
  * running, and once no API is left the supervisor returns by itself. Either

@@ -15,7 +15,7 @@
 
 bool gs_proto_request_known(uint16_t type)
 {
-        return type >= GS_MSG_CREATE && type <= GS_MSG_EVENTS;
+        return type >= GS_MSG_CREATE && type <= GS_MSG_STOP;
 }
 
 static void put_be32(uint8_t *p, uint32_t v)

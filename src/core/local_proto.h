@@ -35,12 +35,14 @@
 #define GS_PROTO_VALUE_MAX 4095
 
 enum gs_msg_type {
-        GS_MSG_CREATE = 1,   /* gpu_milli, [memory], [policy], [overuse], [name], pid -> a slice */
+        GS_MSG_CREATE = 1,   /* gpu_milli, [memory], [policy], [overuse], [name], [up_spec],
+                              * pid -> a slice */
         GS_MSG_LIST = 2,     /* -> gpu=... and slice=... lines */
         GS_MSG_RELEASE = 3,  /* id -> released */
         GS_MSG_STATUS = 4,   /* -> daemon facts and inventory */
         GS_MSG_PLAN = 5,     /* want=<milli>,<memory> repeated -> fits or an error */
         GS_MSG_EVENTS = 6,   /* [since=<seq>] -> event=<line> repeated (oldest first) */
+        GS_MSG_STOP = 7,     /* id, [grace_ms], [target=slice|up] -> stopping=<id> */
         GS_MSG_REPLY = 0x8000,
         GS_MSG_ERROR = 0xFFFF, /* code=<negative errno>, message=<text> */
 };

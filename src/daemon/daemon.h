@@ -33,10 +33,19 @@
 #define DAEMON_IDLE_MS 30000          /* an idle connection is closed after */
 #define DAEMON_MAX_OUT (4u << 20)     /* unsent reply bytes per connection */
 
-/* A slice's process, followed through its pidfd. */
+#define DAEMON_STOPPED_KEPT 64         /* ids of stopped slices remembered for their release */
+#define DAEMON_STOP_GRACE_MS 10000    /* stop: SIGTERM, then SIGKILL after (default) */
+#define DAEMON_STOP_GRACE_MAX_MS 3600000
+
+/* A slice's process, followed through its pidfd. What the daemon knows of
+ * it beyond the ledger lives here, in memory only. */
 struct follow {
         struct node_watch w;
         char id[GS_SLICE_ID_MAX + 1];
+        pid_t up_pid;             /* the `gpuslice up` supervising it (create's up_spec); 0: none */
+        int up_pidfd;             /* pins up_pid; -1 when none */
+        char *up_spec;            /* the spec that `up` runs (malloc'd); NULL: none */
+        int64_t kill_at_ms;       /* stopping (GS_MSG_STOP): SIGKILL due then; 0: not stopping */
 };
 
 struct conn {
@@ -110,6 +119,8 @@ struct daemon {
         struct conn *conns[DAEMON_MAX_CONNS];
         struct follow *follows[GS_LEDGER_MAX_SLICES];
         size_t n_follows;
+        char stopped[DAEMON_STOPPED_KEPT][GS_SLICE_ID_MAX + 1]; /* ring: slices freed by a stop */
+        size_t n_stopped;                     /* how many were ever added */
         struct kubelet_args kube;
         struct daemon_thread kube_thread;     /* --kubelet */
         struct dra_args dra;
@@ -136,6 +147,11 @@ int slices_reconcile(struct daemon *d);
  * GS_MSG_REPLY|type) or returns a negative errno with *err set. */
 int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
                   struct gs_proto_builder *reply, struct gs_error **err);
+
+/* The loop's tick for stops (GS_MSG_STOP): SIGKILL the processes whose
+ * grace period is over. Returns when it is next due (absolute, node_now_ms),
+ * or -1 when no stop is pending. */
+int64_t slices_stop_tick(struct daemon *d, int64_t now);
 
 /* Close every pidfd (shutdown; the slices stay in the ledger). */
 void slices_unfollow_all(struct daemon *d);

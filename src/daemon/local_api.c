@@ -410,6 +410,9 @@ static int check_deadlines(void *ctx, int64_t now)
         }
         if (retry_at && (next < 0 || retry_at < next))
                 next = retry_at;
+        int64_t stop_due = slices_stop_tick(d, now); /* a stopped slice's SIGKILL */
+        if (stop_due >= 0 && (next < 0 || stop_due < next))
+                next = stop_due;
         return next < 0 ? -1 : (int)GS_MAX(next - now, 1);
 }
 

@@ -1,11 +1,13 @@
 /* SPDX-License-Identifier: Apache-2.0 */
-/* gpusliced's requests: create, list, release, status, plan (through the
- * node layer, which owns the ledger and the slices' files), and following
- * each local slice's process. */
+/* gpusliced's requests: create, list, release, status, plan, stop (through
+ * the node layer, which owns the ledger and the slices' files), and
+ * following each local slice's process. */
 #include "daemon.h"
 
 #include <inttypes.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/syscall.h>
@@ -28,11 +30,18 @@ static int pidfd_open_compat(pid_t pid)
         return (int)syscall(SYS_pidfd_open, pid, 0);
 }
 
+/* Signal the process a pidfd pins (never another that reused its pid).
+ * 0 or -errno. */
+static int pidfd_signal(int pidfd, int sig)
+{
+        return syscall(SYS_pidfd_send_signal, pidfd, sig, NULL, 0) < 0 ? -errno : 0;
+}
+
 static void on_process_exit(struct node_watch *w, uint32_t events);
 
 /* ---- following processes ---- */
 
-static struct follow *follow_find(struct daemon *d, const char *id, size_t *ret_pos)
+static struct follow *follow_find(const struct daemon *d, const char *id, size_t *ret_pos)
 {
         for (size_t i = 0; i < d->n_follows; i++)
                 if (strcmp(d->follows[i]->id, id) == 0) {
@@ -51,6 +60,7 @@ static int follow_add(struct daemon *d, const char *id, int pidfd)
         if (!f)
                 return -ENOMEM;
         f->w = (struct node_watch){ .fd = pidfd, .fn = on_process_exit, .ctx = d };
+        f->up_pidfd = -1;
         snprintf(f->id, sizeof(f->id), "%s", id);
         int r = node_loop_watch(&d->loop, &f->w, EPOLLIN);
         if (r < 0) {
@@ -69,8 +79,25 @@ static void follow_drop(struct daemon *d, const char *id)
                 return;
         node_loop_unwatch(&d->loop, &f->w);
         close(f->w.fd);
+        if (f->kill_at_ms) /* its release by `up` learns it was stopped (handle_release) */
+                snprintf(d->stopped[d->n_stopped++ % DAEMON_STOPPED_KEPT], sizeof(d->stopped[0]),
+                         "%s", f->id);
+        if (f->up_pidfd >= 0)
+                close(f->up_pidfd);
+        free(f->up_spec);
         free(f);
         d->follows[pos] = d->follows[--d->n_follows];
+}
+
+/* Whether slice `id` was freed after a stop (among the last
+ * DAEMON_STOPPED_KEPT). */
+static bool was_stopped(const struct daemon *d, const char *id)
+{
+        size_t n = GS_MIN(d->n_stopped, (size_t)DAEMON_STOPPED_KEPT);
+        for (size_t i = 0; i < n; i++)
+                if (strcmp(d->stopped[i], id) == 0)
+                        return true;
+        return false;
 }
 
 void slices_unfollow_all(struct daemon *d)
@@ -107,7 +134,8 @@ static void on_process_exit(struct node_watch *w, uint32_t events)
 {
         struct follow *f = (struct follow *)w;
         (void)events;
-        node_slice_release_locked(((struct daemon *)w->ctx)->node, f->id, "its process exited");
+        node_slice_release_locked(((struct daemon *)w->ctx)->node, f->id,
+                                  f->kill_at_ms ? "stopped (gpuslice stop)" : "its process exited");
 }
 
 int slices_reconcile(struct daemon *d)
@@ -237,6 +265,13 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s, b
                 node_slice_dir_path(d->node, s->id, path, sizeof(path));
                 gs_proto_builder_add(b, "slice_dir", "%s", path);
         }
+        const struct follow *f = follow_find(d, s->id, NULL);
+        if (f && f->kill_at_ms)
+                gs_proto_builder_add(b, "slice_state", "%s", "stopping");
+        if (f && f->up_spec && mine) {
+                gs_proto_builder_add(b, "slice_up_pid", "%d", (int)f->up_pid);
+                gs_proto_builder_add(b, "slice_up_spec", "%s", f->up_spec);
+        }
         arbsrv_add_record(d, s->id, b);
 }
 
@@ -301,6 +336,24 @@ static int parse_request(const struct daemon *d, const struct gs_proto_msg *m,
         return 0;
 }
 
+/* create's up_spec: the asker is a `gpuslice up` running that spec; it
+ * is pinned (a pidfd) so that a stop of target=up signals that very
+ * process. Best effort: without it the slice is an ordinary one. */
+static void follow_set_up(struct daemon *d, const char *id, const struct conn *c,
+                          const char *spec)
+{
+        struct follow *f = follow_find(d, id, NULL);
+        int fd = pidfd_open_compat(c->pid);
+        if (!f || fd < 0 || !(f->up_spec = strdup(spec))) {
+                if (fd >= 0)
+                        close(fd);
+                gs_log_warn("slice %s: cannot record its `gpuslice up` (pid %d)", id, (int)c->pid);
+                return;
+        }
+        f->up_pid = c->pid;
+        f->up_pidfd = fd;
+}
+
 static int handle_create(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
                          struct gs_proto_builder *reply, struct gs_error **err)
 {
@@ -325,6 +378,9 @@ static int handle_create(struct daemon *d, const struct conn *c, const struct gs
                 return r;
         }
         TAKE_FD(pidfd);
+        const char *up_spec = gs_proto_msg_get(m, "up_spec");
+        if (up_spec)
+                follow_set_up(d, s.id, c, up_spec);
         arbsrv_slice_added(d, &s);
         gs_log_info("slice %s is for pid %d uid %u", s.id, (int)s.pid, (unsigned)s.uid);
         gs_proto_builder_add(reply, "id", "%s", s.id);
@@ -332,13 +388,20 @@ static int handle_create(struct daemon *d, const struct conn *c, const struct gs
         return 0;
 }
 
+/* Release a slice. A slice that was stopped (GS_MSG_STOP) answers
+ * stopped=1, also once its process's exit freed it, so that `up` does not
+ * start it again. */
 static int handle_release(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
-                          struct gs_error **err)
+                          struct gs_proto_builder *reply, struct gs_error **err)
 {
         const char *id = gs_proto_msg_get(m, "id");
         if (!id)
                 return gs_error_set(err, -EINVAL, "request lacks 'id'");
         struct gs_slice *s = gs_ledger_find(&d->node->ledger, id);
+        if (!s && was_stopped(d, id)) {
+                gs_proto_builder_add(reply, "stopped", "%d", 1);
+                return 0;
+        }
         if (!s)
                 return gs_error_set(err, -ENOENT, "no slice '%.64s'", id);
         if (gs_slice_in_container(s))
@@ -348,6 +411,9 @@ static int handle_release(struct daemon *d, const struct conn *c, const struct g
         if (c->uid != 0 && c->uid != s->uid)
                 return gs_error_set(err, -EPERM, "slice %s belongs to uid %u", s->id,
                                     (unsigned)s->uid);
+        const struct follow *f = follow_find(d, id, NULL);
+        if ((f && f->kill_at_ms) || was_stopped(d, id))
+                gs_proto_builder_add(reply, "stopped", "%d", 1);
         int r = node_slice_release_locked(d->node, id, "released by its owner");
         return r < 0 ? gs_error_set(err, r, "slice %s freed, but the ledger could not be "
                                     "saved: %s", id, strerror(-r)) : 0;
@@ -423,6 +489,89 @@ static int handle_events(struct daemon *d, const struct gs_proto_msg *m,
         return 0;
 }
 
+/* ---- stop ---- */
+
+/* Stop a slice's process (target=slice, the default): SIGTERM now, SIGKILL
+ * once grace_ms is over (slices_stop_tick); its exit frees the slice. Or
+ * (target=up) SIGTERM to the `gpuslice up` that supervises it, which stops
+ * every API it runs. Only the slice's owner or root may. */
+static int handle_stop(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
+                       struct gs_proto_builder *reply, struct gs_error **err)
+{
+        const char *id = gs_proto_msg_get(m, "id");
+        const char *target = gs_proto_msg_get(m, "target");
+        uint64_t grace = DAEMON_STOP_GRACE_MS;
+        int r;
+        if (!id)
+                return gs_error_set(err, -EINVAL, "request lacks 'id'");
+        if ((r = get_u64(m, "grace_ms", DAEMON_STOP_GRACE_MAX_MS, false, &grace, err)) < 0)
+                return r;
+        if (target && strcmp(target, "slice") && strcmp(target, "up"))
+                return gs_error_set(err, -EINVAL, "target '%.40s' is not slice or up", target);
+        const struct gs_slice *s = gs_ledger_find(&d->node->ledger, id);
+        if (!s)
+                return gs_error_set(err, -ENOENT, "no slice '%.64s'", id);
+        if (gs_slice_in_container(s))
+                return gs_error_set(err, -EPERM,
+                                    "slice %s belongs to a Kubernetes pod; delete the pod to "
+                                    "stop it", s->id);
+        if (c->uid != 0 && c->uid != s->uid)
+                return gs_error_set(err, -EPERM,
+                                    "slice %s belongs to uid %u; only its owner or root may stop "
+                                    "it (you are uid %u)", s->id, (unsigned)s->uid,
+                                    (unsigned)c->uid);
+        struct follow *f = follow_find(d, id, NULL);
+        if (!f)
+                return gs_error_set(err, -ESRCH, "slice %s: its process is not followed", id);
+        if (target && !strcmp(target, "up")) {
+                if (f->up_pidfd < 0)
+                        return gs_error_set(err, -ESRCH, "slice %s is not run by `gpuslice up`",
+                                            id);
+                if ((r = pidfd_signal(f->up_pidfd, SIGTERM)) < 0)
+                        return gs_error_set(err, r, "cannot signal `gpuslice up` (pid %d): %s",
+                                            (int)f->up_pid, strerror(-r));
+                gs_log_info("slice %s: uid %u stops its `gpuslice up` (pid %d)", id,
+                            (unsigned)c->uid, (int)f->up_pid);
+                gs_proto_builder_add(reply, "up_pid", "%d", (int)f->up_pid);
+                return 0;
+        }
+        int64_t now = node_now_ms();
+        int64_t due = now + (int64_t)grace;
+        if (!f->kill_at_ms) {
+                r = pidfd_signal(f->w.fd, grace ? SIGTERM : SIGKILL);
+                if (r < 0 && r != -ESRCH)
+                        return gs_error_set(err, r, "cannot signal process %d: %s", (int)s->pid,
+                                            strerror(-r));
+                gs_log_info("slice %s: uid %u stops pid %d (SIGTERM, SIGKILL after %" PRIu64
+                            " ms)", id, (unsigned)c->uid, (int)s->pid, grace);
+        }
+        if (!f->kill_at_ms || due < f->kill_at_ms)
+                f->kill_at_ms = GS_MAX(due, 1);
+        gs_proto_builder_add(reply, "stopping", "%s", id);
+        gs_proto_builder_add(reply, "pid", "%d", (int)s->pid);
+        gs_proto_builder_add(reply, "grace_ms", "%" PRIu64, grace);
+        return 0;
+}
+
+int64_t slices_stop_tick(struct daemon *d, int64_t now)
+{
+        int64_t next = -1;
+        for (size_t i = 0; i < d->n_follows; i++) {
+                struct follow *f = d->follows[i];
+                if (!f->kill_at_ms || f->kill_at_ms == INT64_MAX)
+                        continue;
+                if (f->kill_at_ms <= now) {
+                        gs_log_info("slice %s: grace period over: SIGKILL", f->id);
+                        pidfd_signal(f->w.fd, SIGKILL);
+                        f->kill_at_ms = INT64_MAX; /* still stopping; killed once */
+                        continue;
+                }
+                if (next < 0 || f->kill_at_ms < next)
+                        next = f->kill_at_ms;
+        }
+        return next;
+}
+
 /* What a client needs to run a program on our simgpu: its libraries and
  * the settings of the simulated machine we see (the same GPUs, the same
  * state directory). */
@@ -447,7 +596,9 @@ int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_
         case GS_MSG_CREATE:
                 return handle_create(d, c, m, reply, err);
         case GS_MSG_RELEASE:
-                return handle_release(d, c, m, err);
+                return handle_release(d, c, m, reply, err);
+        case GS_MSG_STOP:
+                return handle_stop(d, c, m, reply, err);
         case GS_MSG_PLAN:
                 return handle_plan(d, m, reply, err);
         case GS_MSG_EVENTS:

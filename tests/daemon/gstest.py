@@ -87,6 +87,7 @@ class World:
             "GPUSLICE_SOCKET": self.sock,
             "GPUSLICE_STATE_DIR": self.state,
             "GPUSLICE_SIM_LIBDIR": self.simlib,
+            "GPUSLICE_LOG_DIR": os.path.join(self.dir, "logs"),  # slices' logs (gpuslice logs)
         })
         os.makedirs(env["SIMGPU_DIR"])
         self.env = env

@@ -145,6 +145,7 @@ def private_env(tmp, build, simlib, memory="16Gi"):
         "GPUSLICE_SOCKET": os.path.join(tmp, "gpusliced.sock"),
         "GPUSLICE_STATE_DIR": os.path.join(tmp, "state"),
         "XDG_RUNTIME_DIR": tmp,
+        "GPUSLICE_LOG_DIR": os.path.join(tmp, "logs"),  # slices' logs (gpuslice logs)
         "GS_KERNELS_PTX": os.environ.get("GS_KERNELS_PTX", ""),
     }
 

@@ -69,6 +69,8 @@ static void header_errors(void **state)
         assert_int_equal(gs_proto_header_decode(h, sizeof(h), 100, &out, &err), -EPROTONOSUPPORT);
         gs_error_free(err);
         assert_true(gs_proto_request_known(GS_MSG_STATUS));
+        assert_true(gs_proto_request_known(GS_MSG_STOP));
+        assert_false(gs_proto_request_known(GS_MSG_STOP + 1));
         assert_false(gs_proto_request_known(0));
         assert_false(gs_proto_request_known(77));
         assert_false(gs_proto_request_known(GS_MSG_ERROR));
