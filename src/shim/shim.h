@@ -118,6 +118,11 @@ extern __thread bool shim_initializing __attribute__((tls_model("initial-exec"))
  * entry points pass through; false for anything else (a signal handler
  * interrupting the thread), logged: the call is refused. Never blocks. */
 bool shim_nested_ok(const void *caller, const char *hook);
+/* Whether this process may be in a slice, without starting the shim: a
+ * config is named by the environment or the default config exists (or
+ * cannot be looked at). For the loader's hooks, so that a process outside
+ * every slice does not load the driver for a dlopen. */
+bool shim_maybe_slice(void);
 
 /* Common prologue of memory hooks: pass through outside a slice (and for
  * calls the driver makes to itself), refuse when fail-closed, refuse a
@@ -290,6 +295,22 @@ void shim_pools_refresh(void);
  * the last release or a reset of a primary context): gives back what this
  * process charged for its linear and stream-ordered allocations. */
 void shim_mem_ctx_gone(uint64_t ctx);
+/* The lock that spans each VMM driver call and its table update (shim_mem.c). */
+void shim_vmm_lock(void);
+void shim_vmm_unlock(void);
+/* A SHIM_K_VMM entry whose ctx is SHIM_VMM_IMPORTED came from
+ * cuMemImportFromShareableHandle (shim_share.c): its bytes, when the size
+ * could not be read at import, grow with its mappings. */
+#define SHIM_VMM_IMPORTED 1u
+/* Records imported handle h charged `bytes` (shim_vmm_lock held): 1 when
+ * the entry is new (the bytes are its charge), 0 when this process held h
+ * already (one more reference; the caller gives the bytes back), -ENOMEM. */
+int shim_vmm_import_locked(uint64_t h, uint64_t bytes);
+/* Called by cuMemMap (shim_vmm_lock held) once the driver mapped
+ * [offset, offset+size) of h at ptr: an import is charged up to the end of
+ * what is mapped; if that does not fit the mapping is undone and
+ * CUDA_ERROR_OUT_OF_MEMORY returned. CUDA_SUCCESS otherwise. */
+CUresult shim_vmm_import_mapped_locked(uint64_t h, CUdeviceptr ptr, size_t size, size_t offset);
 /* Reserves bytes, refreshing pool reserves before refusing; logs a
  * refusal. 0 or -ENOMEM. Preserves errno. */
 int shim_reserve(uint64_t bytes);

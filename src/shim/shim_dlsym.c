@@ -227,7 +227,7 @@ __attribute__((no_sanitize_address)) int shim_dlopen_mode(const char *file, int 
 {
         if (!__atomic_load_n(&shim_real_dlsym, __ATOMIC_ACQUIRE))
                 shim_dlsym_resolve();
-        if (!(mode & RTLD_DEEPBIND) || shim_init() != SHIM_MODE_SLICE)
+        if (!(mode & RTLD_DEEPBIND) || !shim_maybe_slice() || shim_init() != SHIM_MODE_SLICE)
                 return mode;
         shim_log("dlopen(%s, RTLD_DEEPBIND): RTLD_DEEPBIND dropped inside a slice (a deep-bound "
                  "library would reach the driver around the shim)",
@@ -244,7 +244,7 @@ __attribute__((no_sanitize_address)) int shim_dlmopen_mode(Lmid_t lmid, const ch
                 return shim_dlopen_mode(file, mode);
         if (!__atomic_load_n(&shim_real_dlsym, __ATOMIC_ACQUIRE))
                 shim_dlsym_resolve();
-        if (shim_init() != SHIM_MODE_SLICE)
+        if (!shim_maybe_slice() || shim_init() != SHIM_MODE_SLICE)
                 return mode;
         return -1;
 }

@@ -291,6 +291,17 @@ static int conf_slice_check(const char *path, struct gs_error **err)
                             path, shim_conf.slice, want);
 }
 
+bool shim_maybe_slice(void)
+{
+        int saved = errno;
+        const char *e = secure_getenv("GPUSLICE_CONFIG");
+        const char *t = secure_getenv("GPUSLICE_TEST_DEFAULT_CONFIG");
+        bool maybe = (e && e[0]) || (t && t[0]) || access(SHIM_CONF_DEFAULT_PATH, F_OK) == 0 ||
+                     errno == EACCES;
+        errno = saved;
+        return maybe;
+}
+
 static void init_slice(void)
 {
         const char *path = NULL;

@@ -515,7 +515,7 @@ static void vmm_ref_locked(uint64_t h, int delta)
         if (!shim_table_get(SHIM_K_VMM, h, &e))
                 return;
         if ((int64_t)e.aux + delta > 0) {
-                shim_table_put(SHIM_K_VMM, h, e.bytes, (uint64_t)((int64_t)e.aux + delta));
+                shim_table_put_in(SHIM_K_VMM, h, e.bytes, (uint64_t)((int64_t)e.aux + delta), e.ctx);
                 return;
         }
         shim_table_take(SHIM_K_VMM, h, &e);
@@ -576,6 +576,8 @@ CUresult shim_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         SHIM_ENTER(cuMemMap, REAL(cuMemMap)(ptr, size, offset, handle, flags));
         pthread_mutex_lock(&vmm_mu);
         CUresult r = REAL(cuMemMap)(ptr, size, offset, handle, flags);
+        if (r == CUDA_SUCCESS)
+                r = shim_vmm_import_mapped_locked(handle, ptr, size, offset);
         struct shim_entry e;
         if (r == CUDA_SUCCESS && shim_table_get(SHIM_K_VMM, handle, &e)) {
                 if (shim_table_put(SHIM_K_MAP, ptr, size, handle) == 0)
@@ -603,6 +605,24 @@ CUresult shim_w_cuMemUnmap(CUdeviceptr ptr, size_t size)
         }
         pthread_mutex_unlock(&vmm_mu);
         return r;
+}
+
+void shim_vmm_lock(void)
+{
+        pthread_mutex_lock(&vmm_mu);
+}
+
+void shim_vmm_unlock(void)
+{
+        pthread_mutex_unlock(&vmm_mu);
+}
+
+int shim_vmm_import_locked(uint64_t h, uint64_t bytes)
+{
+        struct shim_entry e;
+        if (shim_table_get(SHIM_K_VMM, h, &e)) /* held here already: one more reference */
+                return shim_table_put_in(SHIM_K_VMM, h, e.bytes, e.aux + 1, e.ctx) < 0 ? -ENOMEM : 0;
+        return shim_table_put_in(SHIM_K_VMM, h, bytes, 1, SHIM_VMM_IMPORTED) < 0 ? -ENOMEM : 1;
 }
 
 /* ---- a context's allocations go with it ---- */
