@@ -18,13 +18,14 @@
 #include "arbiter_server.h"
 #include "compute_policy.h"
 #include "events.h"
+#include "gs_version.h"
 #include "http_server.h"
 #include "log.h"
 #include "metrics.h"
 #include "nvml.h"
 
 #define METRICS_MAX_BYTES (8u << 20)
-#define METRICS_VERSION "0.1.0"
+#define METRICS_VERSION GS_VERSION /* the build's, gs_version.h */
 
 struct gpu_snap {
         unsigned nvml_index;

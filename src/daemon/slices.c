@@ -18,6 +18,7 @@
 #include "compute_policy.h"
 #include "overuse_policy.h"
 #include "events.h"
+#include "gs_version.h"
 #include "log.h"
 #include "node_files.h"
 #include "number.h"
@@ -606,7 +607,7 @@ int slices_handle(struct daemon *d, const struct conn *c, const struct gs_proto_
         case GS_MSG_LIST:
         case GS_MSG_STATUS:
                 if (m->type == GS_MSG_STATUS) {
-                        gs_proto_builder_add(reply, "version", "%s", "0.1.0");
+                        gs_proto_builder_add(reply, "version", "%s", GS_VERSION);
                         gs_proto_builder_add(reply, "pid", "%d", (int)getpid());
                         gs_proto_builder_add(reply, "policy", "%s",
                                              gs_placement_policy_name(d->node->placement));
