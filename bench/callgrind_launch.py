@@ -2,19 +2,20 @@
 # SPDX-License-Identifier: Apache-2.0
 """Instructions the shim adds to one cuLaunchKernel, from a callgrind profile.
 
-usage: callgrind_launch.py CALLGRIND_OUT SHIM_LIB DRIVER_LIB
+usage: callgrind_launch.py CALLGRIND_OUT SHIM_LIB DRIVER_LIB [HOOK]
 
 Reads a callgrind output file (positions: line, events: Ir) of a program
 that launched through libgpuslice.so (SHIM_LIB) into the driver
-(DRIVER_LIB, simgpu's libcuda.so.1) and prints one line:
+(DRIVER_LIB, simgpu's libcuda.so.1) by HOOK (default cuLaunchKernel; also
+cuLaunchKernelEx, cuGraphLaunch, ...) and prints one line:
 
   launches=N added=A fast=F gate_calls=G gate_each=E
 
-  added  (the shim's cuLaunchKernel and everything it ran, minus the
-         driver's cuLaunchKernel it called) / launches: the whole host cost
+  added  (the shim's HOOK and everything it ran, minus the driver's HOOK
+         it called) / launches: the whole host cost
          the shim adds per launch in this run;
   fast   the same without the launches that took the hook's slow twin
-         (slow_cuLaunchKernel: into the gate proper, shim_gate_enter, when a
+         (slow_<HOOK>: into the gate proper, shim_gate_enter, when a
          lease changed, the queue was full or a wait for the next lease was
          due; the probe; start-up): what a launch under a held lease costs;
   gate_calls, gate_each  how many launches called those, and their mean
@@ -30,7 +31,6 @@ import sys
 
 NAMED = re.compile(r"^\((\d+)\)(?: (.*))?$")
 SLOW = {"shim_gate_enter", "shim_gate_after", "shim_init"}
-LAUNCH = {"cuLaunchKernel", "fast_cuLaunchKernel", "cuLaunchKernel.cold", "fast_cuLaunchKernel.cold"}
 
 
 def name(table, value):
@@ -79,27 +79,29 @@ def parse(path):
 
 
 def main():
-    if len(sys.argv) != 4:
-        sys.exit("usage: callgrind_launch.py CALLGRIND_OUT SHIM_LIB DRIVER_LIB")
-    path, shim, driver = sys.argv[1:]
+    if len(sys.argv) not in (4, 5):
+        sys.exit("usage: callgrind_launch.py CALLGRIND_OUT SHIM_LIB DRIVER_LIB [HOOK]")
+    path, shim, driver = sys.argv[1:4]
+    hook = sys.argv[4] if len(sys.argv) == 5 else "cuLaunchKernel"
     self_cost, calls = parse(path)
-    entry = (shim, "cuLaunchKernel")
+    entry = (shim, hook)
     launches = sum(n for _, callee, n, _ in calls if callee == entry)
     if not launches:
-        sys.exit(f"callgrind_launch: no call of cuLaunchKernel in {shim} in {path}")
-    mine = {(shim, f) for f in LAUNCH}
-    slow_twin = (shim, "slow_cuLaunchKernel")
+        sys.exit(f"callgrind_launch: no call of {hook} in {shim} in {path}")
+    # The hook and the parts the compiler split off it (.cold).
+    mine = {(shim, hook), (shim, hook + ".cold")}
+    slow_twin = (shim, "slow_" + hook)
     total = sum(self_cost.get(k, 0) for k in mine)
     real = slow = slow_calls = 0
     for caller, callee, n, cost in calls:
-        if caller == slow_twin and callee == (driver, "cuLaunchKernel"):
+        if caller == slow_twin and callee == (driver, hook):
             real += cost  # inside the slow twin's inclusive cost, counted there
             slow -= cost
             continue
         if caller not in mine or callee in mine:
             continue  # a jump between the hook's own functions: their self costs count
         total += cost
-        if callee == (driver, "cuLaunchKernel"):
+        if callee == (driver, hook):
             real += cost
         elif callee == slow_twin or (callee[0] == shim and callee[1] in SLOW):
             slow += cost

@@ -5,11 +5,12 @@
 # 1. bench_shim: wall-clock ns added per launch, alloc+free and cuMemGetInfo
 #    (best of 5; noisy on a shared machine).
 # 2. callgrind (when valgrind is installed; Debian package valgrind): the
-#    instructions the shim adds to one cuLaunchKernel of `gs-burn --kernel 0`,
-#    with the compute gate off (a whole-GPU slice) and on (a 500m cap slice,
+#    instructions the shim adds to one launch of `gs-burn --kernel 0` by
+#    cuLaunchKernel, cuLaunchKernelEx and cuGraphLaunch (a graph of 100
+#    kernels), with the compute gate off (a whole-GPU slice) and on (a 500m cap slice,
 #    local enforcement), counted by bench/callgrind_launch.py from the
 #    profile: deterministic on a loaded machine. The target is the gate-on
-#    figure under a held lease (`fast`) < 100 instructions (HAMi-core adds
+#    cuLaunchKernel figure under a held lease (`fast`) < 100 instructions (HAMi-core adds
 #    230-330). `all-in` adds the gate proper's share (lease changes, waits);
 #    under callgrind a lease covers ~50x fewer launches than natively, so
 #    that share is overstated there. callgrind counts no vDSO code (valgrind
@@ -42,24 +43,29 @@ export SIMGPU_DIR="$tmp/sim" SIMGPU_MEMORY=64Gi LD_LIBRARY_PATH="$build/sim" \
 uuid=$("$build/sim/simgpu-smi" --json | sed -n 's/.*"uuid": "\(GPU-[0-9a-f-]*\)".*/\1/p' | head -1)
 [ -n "$uuid" ] || { echo "callgrind: no simgpu device" >&2; exit 1; }
 
-# figure MILLI: prints callgrind_launch.py's line for a slice of MILLI
+# figure MILLI ROUTE HOOK: callgrind_launch.py's line for gs-burn --route ROUTE in a slice of MILLI
 figure() {
   printf 'version = 1\nslice = bench\ngpu_uuid = %s\nmemory_limit = 4294967296\ncompute_milli = %s\npolicy = cap\nslice_dir = %s/slice\n' \
     "$uuid" "$1" "$tmp" >"$tmp/c$1.conf"
-  GPUSLICE_CONFIG="$tmp/c$1.conf" nice valgrind --tool=callgrind --callgrind-out-file="$tmp/cg$1.out" \
-    --trace-children=yes env LD_PRELOAD="$shim" "$burn" --kernel 0 --duration 1s \
-    >"$tmp/cg$1.txt" 2>&1 || { cat "$tmp/cg$1.txt" >&2; return 1; }
-  /usr/bin/python3 "$here/callgrind_launch.py" "$tmp/cg$1.out" "$shim" "$driver"
+  GPUSLICE_CONFIG="$tmp/c$1.conf" nice valgrind --tool=callgrind --callgrind-out-file="$tmp/cg$1$2.out" \
+    --trace-children=yes env LD_PRELOAD="$shim" "$burn" --kernel 0 --route "$2" --duration 2s \
+    >"$tmp/cg$1$2.txt" 2>&1 || { cat "$tmp/cg$1$2.txt" >&2; return 1; }
+  /usr/bin/python3 "$here/callgrind_launch.py" "$tmp/cg$1$2.out" "$shim" "$driver" "$3"
 }
-off=$(figure 1000)
-on=$(figure 500)
-field() { echo "$1" | sed -n "s/.* $2=\([0-9.]*\).*/\1/p"; }
-off_fast=$(field " $off" fast)
-on_fast=$(field " $on" fast)
-on_all=$(field " $on" added)
-echo "callgrind: instructions the shim adds per cuLaunchKernel (gs-burn --kernel 0 on simgpu)"
-echo "  gate off (compute_milli 1000): $off_fast   [$off]"
-echo "  gate on  (500m cap, local):    $on_fast under a held lease, $on_all all-in   [$on]"
+field() { echo " $1" | sed -n "s/.* $2=\([0-9.]*\).*/\1/p"; }
+echo "callgrind: instructions the shim adds per launch (gs-burn --kernel 0 on simgpu; gate on: a 500m"
+echo "cap slice, local enforcement; 'held lease' without the launches that went into the gate proper)"
+for r in launch:cuLaunchKernel ex:cuLaunchKernelEx graph:cuGraphLaunch; do
+  route=${r%%:*} hook=${r#*:}
+  off=$(figure 1000 "$route" "$hook")
+  on=$(figure 500 "$route" "$hook")
+  printf '  %-17s gate off %5s   gate on %5s held lease, %7s all-in   [%s]\n' "$hook" \
+    "$(field "$off" fast)" "$(field "$on" fast)" "$(field "$on" added)" "$on"
+  if [ "$hook" = cuLaunchKernel ]; then
+    off_fast=$(field "$off" fast)
+    on_fast=$(field "$on" fast)
+  fi
+done
 echo "VERDICT shim_launch_instructions_gate_off: $off_fast instructions (reported, no target)"
 if awk "BEGIN { exit !($on_fast < 100) }"; then v=PASS; else v=FAIL; fi
 echo "VERDICT shim_launch_instructions_gate_on: $on_fast instructions (target < 100): $v"
