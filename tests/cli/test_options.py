@@ -5,7 +5,8 @@
 table; an unknown option, an ambiguous abbreviation, a missing argument and
 an argument given to an option that takes none each exit 2 with a message
 naming the option; `gpuslice help` is `gpuslice --help` and lists every
-command. Needs no daemon (every case fails before one is asked)."""
+command; the read commands (ls, top, events) declare JSON and have --json.
+Needs no daemon (every case fails before one is asked)."""
 import json
 import os
 import subprocess
@@ -71,6 +72,14 @@ for c in cmds:
           "%s --no-such-option: %d %r" % (name, r.returncode, r.stderr))
     r = cli(name, "-Z")
     check(r.returncode == 2 and "unknown option '-Z'" in r.stderr, "%s -Z: %r" % (name, r.stderr))
+
+# The read commands declare their JSON (CLI_CMD_JSON) and have --json.
+json_cmds = {c["name"] for c in cmds if c["json"]}
+check({"ls", "top", "events"} <= json_cmds, "read commands without CLI_CMD_JSON: %r" % json_cmds)
+for c in cmds:
+    if c["json"]:
+        check("json" in [o["name"] for o in c["options"]], "%s declares JSON but has no --json"
+              % c["name"])
 
 # An abbreviation that fits two options names both.
 run = [c for c in cmds if c["name"] == "run"]
