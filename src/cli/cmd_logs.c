@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "cli_opts.h"
+#include "client.h"
 #include "macro.h"
 #include "number.h"
 #include "slice_log.h"
@@ -34,8 +35,9 @@ const struct cli_cmd cli_cmd_logs = {
         .usage = "[-f] [--tail N] [--log-dir DIR] NAME",
         .summary = "show a slice's log: the shim's lines and an up API's output",
         .description = "NAME is the slice's name (gpuslice run --name, an API of gpuslice up) or,\n"
-                       "for a slice without one, its id. The log outlives the slice; each new\n"
-                       "slice of that name appends to it.",
+                       "for a slice without one, its id (the id of a running slice with a name\n"
+                       "finds its name's log). The log outlives the slice; each new slice of that\n"
+                       "name appends to it.",
         .footer = "Exit status: 0; 1 when there is no log of that name.\n",
         .opts = logs_opts,
         .n_opts = GS_ARRAY_SIZE(logs_opts),
@@ -43,6 +45,28 @@ const struct cli_cmd cli_cmd_logs = {
 };
 
 static volatile sig_atomic_t interrupted;
+
+/* The name of the slice whose id is `id`, when the daemon (if one answers;
+ * none is started) lists one with a name: its log bears the name. */
+static bool name_of_id(const char *id, char *buf, size_t size)
+{
+        struct cli_conn_opts co = { .start = false };
+        struct cli_listing l = { 0 };
+        bool found = false;
+        int fd = -1;
+
+        if (cli_connect(&co, &fd, NULL) == 0 && cli_list(fd, &l, NULL) == 0) {
+                for (size_t i = 0; i < l.n_slices && !found; i++)
+                        if (!strcmp(l.slices[i].id, id) && l.slices[i].name[0]) {
+                                snprintf(buf, size, "%s", l.slices[i].name);
+                                found = true;
+                        }
+                cli_listing_done(&l);
+        }
+        if (fd >= 0)
+                close(fd);
+        return found;
+}
 
 static void on_signal(int sig)
 {
@@ -186,9 +210,14 @@ int cmd_logs(int argc, char **argv)
                 return 1;
         }
         int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int e = fd < 0 ? errno : 0;
+        char named[GS_SLICE_NAME_MAX + 1];
+        if (e == ENOENT && name_of_id(name, named, sizeof(named)) &&
+            slice_log_path(dir, named, path, sizeof(path), NULL) == 0) {
+                fd = open(path, O_RDONLY | O_CLOEXEC); /* an id given: the log bears its name */
+                e = fd < 0 ? errno : 0;
+        }
         if (fd < 0) {
-                int e = errno;
-
                 if (e == ENOENT)
                         fprintf(stderr, "gpuslice logs: no log for '%s': %s does not exist (the "
                                 "slices gpuslice run and up start log there; another "

@@ -2,7 +2,8 @@
 """gpuslice logs: a slice started by gpuslice run logs by default; after an
 allocation over its cap, its log holds the shim's refusal; --tail; -f
 follows what a later slice of that name appends and stops on Ctrl-C;
---log-dir; a GPUSLICE_LOG of the user's wins; no log: a clear error."""
+--log-dir; a GPUSLICE_LOG of the user's wins; a running slice's id finds
+its name's log; no log: a clear error."""
 import os
 import select
 import signal
@@ -105,6 +106,19 @@ try:
         check(("refused %s bytes" % over) in fh.read(), "the user's GPUSLICE_LOG was not used")
     check(not os.path.exists(os.path.join(logdir, "own.log")),
           "a log was made although the user chose GPUSLICE_LOG")
+    # The id of a running slice with a name finds its name's log.
+    hold = subprocess.Popen([w.cli_bin, "run", "--sim", "--gpu", "300m", "--gpu-memory", "1Gi",
+                             "--name", "byid", "--", hold_bin, str(100 << 20)],
+                            env=w.env, stdout=subprocess.PIPE, text=True)
+    w.children.append(hold)
+    check(hold.stdout.readline().strip() == "ready", "the holder did not allocate")
+    sid = [s["id"] for s in w.slices() if s.get("name") == "byid"][0]
+    r = w.cli("logs", sid)
+    check(r.returncode == 0 and ("run: slice %s byid" % sid) in r.stdout,
+          "logs by the id of a named slice: %d %r %r" % (r.returncode, r.stdout, r.stderr))
+    hold.terminate()
+    hold.wait(timeout=15)
+
     r = w.cli("logs", "../etc/passwd")
     check(r.returncode == 1 and "not a slice name" in r.stderr, "a path as a name: %r" % r.stderr)
     print("PASS")
