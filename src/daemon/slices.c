@@ -523,7 +523,8 @@ static int handle_stop(struct daemon *d, const struct conn *c, const struct gs_p
                                     (unsigned)c->uid);
         struct follow *f = follow_find(d, id, NULL);
         if (!f)
-                return gs_error_set(err, -ESRCH, "slice %s: its process is not followed", id);
+                return gs_error_set(err, -ESRCH, "slice %s: its process has exited already; the "
+                                    "slice is freed once nothing of it holds GPU memory", id);
         if (target && !strcmp(target, "up")) {
                 if (f->up_pidfd < 0)
                         return gs_error_set(err, -ESRCH, "slice %s is not run by `gpuslice up`",
