@@ -298,19 +298,11 @@ void shim_mem_ctx_gone(uint64_t ctx);
 /* The lock that spans each VMM driver call and its table update (shim_mem.c). */
 void shim_vmm_lock(void);
 void shim_vmm_unlock(void);
-/* A SHIM_K_VMM entry whose ctx is SHIM_VMM_IMPORTED came from
- * cuMemImportFromShareableHandle (shim_share.c): its bytes, when the size
- * could not be read at import, grow with its mappings. */
-#define SHIM_VMM_IMPORTED 1u
-/* Records imported handle h charged `bytes` (shim_vmm_lock held): 1 when
- * the entry is new (the bytes are its charge), 0 when this process held h
- * already (one more reference; the caller gives the bytes back), -ENOMEM. */
+/* Records handle h of cuMemImportFromShareableHandle (shim_share.c),
+ * charged `bytes`, as a VMM entry (shim_vmm_lock held): 1 when the entry is
+ * new (the bytes are its charge), 0 when this process held h already (one
+ * more reference; the bytes are not used), -ENOMEM. */
 int shim_vmm_import_locked(uint64_t h, uint64_t bytes);
-/* Called by cuMemMap (shim_vmm_lock held) once the driver mapped
- * [offset, offset+size) of h at ptr: an import is charged up to the end of
- * what is mapped; if that does not fit the mapping is undone and
- * CUDA_ERROR_OUT_OF_MEMORY returned. CUDA_SUCCESS otherwise. */
-CUresult shim_vmm_import_mapped_locked(uint64_t h, CUdeviceptr ptr, size_t size, size_t offset);
 /* Reserves bytes, refreshing pool reserves before refusing; logs a
  * refusal. 0 or -ENOMEM. Preserves errno. */
 int shim_reserve(uint64_t bytes);

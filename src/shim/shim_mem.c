@@ -576,8 +576,6 @@ CUresult shim_w_cuMemMap(CUdeviceptr ptr, size_t size, size_t offset,
         SHIM_ENTER(cuMemMap, REAL(cuMemMap)(ptr, size, offset, handle, flags));
         pthread_mutex_lock(&vmm_mu);
         CUresult r = REAL(cuMemMap)(ptr, size, offset, handle, flags);
-        if (r == CUDA_SUCCESS)
-                r = shim_vmm_import_mapped_locked(handle, ptr, size, offset);
         struct shim_entry e;
         if (r == CUDA_SUCCESS && shim_table_get(SHIM_K_VMM, handle, &e)) {
                 if (shim_table_put(SHIM_K_MAP, ptr, size, handle) == 0)
@@ -622,7 +620,7 @@ int shim_vmm_import_locked(uint64_t h, uint64_t bytes)
         struct shim_entry e;
         if (shim_table_get(SHIM_K_VMM, h, &e)) /* held here already: one more reference */
                 return shim_table_put_in(SHIM_K_VMM, h, e.bytes, e.aux + 1, e.ctx) < 0 ? -ENOMEM : 0;
-        return shim_table_put_in(SHIM_K_VMM, h, bytes, 1, SHIM_VMM_IMPORTED) < 0 ? -ENOMEM : 1;
+        return shim_table_put_in(SHIM_K_VMM, h, bytes, 1, 0) < 0 ? -ENOMEM : 1;
 }
 
 /* ---- a context's allocations go with it ---- */

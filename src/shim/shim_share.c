@@ -8,33 +8,85 @@
  * The importer's slice is charged for an import from the import to its
  * last reference and mapping (cuMemRelease, cuMemUnmap: the handle is one
  * of shim_mem.c's SHIM_K_VMM entries, reference-counted like cuMemCreate's).
- * Its size is read from the file descriptor where the driver's is a file
- * with a size (simgpu's); where it is not (st_size 0), the import is charged
- * from its first mapping up to the end of what is mapped. An import that
- * does not fit in the cap is released again and refused
- * (CUDA_ERROR_OUT_OF_MEMORY). While the exporter holds the memory it is
- * charged twice (to both slices, or twice to one slice whose processes
- * share it): on the safe side, since an importer cannot tell when the
- * exporter lets go. The exporter's charge needs nothing here: it follows
- * its own references and mappings (shim_mem.c). */
-#include <errno.h>
-#include <sys/stat.h>
+ * No driver call tells an allocation's size from its handle, nor does a
+ * driver's descriptor (NVIDIA's is a character device): the shim finds it
+ * by mapping one granule of the import at growing offsets into a
+ * reservation of its own (the driver refuses a mapping past the end), about
+ * 2 log2(size / granule) map-unmap pairs, nothing allocated. An import whose
+ * size cannot be told, or that does not fit in the cap, is released again
+ * and refused (CUDA_ERROR_NOT_SUPPORTED, CUDA_ERROR_OUT_OF_MEMORY). While the
+ * exporter holds the memory it is charged twice (to both slices, or twice
+ * to one slice whose processes share it): on the safe side, since an
+ * importer cannot tell when the exporter lets go. The exporter's charge
+ * needs nothing here: it follows its own references and mappings
+ * (shim_mem.c). */
+#include "shim_reserve.h"
 
-#include "shim.h"
+#define PROBE_MAX_GRANULES (1ull << 30) /* 2 PiB of 2 MiB granules: no GPU has more */
 
-/* Bytes of the allocation behind a shareable handle, when the handle says
- * (a POSIX file descriptor of a file with a size); else 0. */
-static uint64_t share_size(void *os, CUmemAllocationHandleType type)
+/* The driver's functions the probe uses (not hooked). */
+struct probe_fns {
+        __typeof__(&cuMemGetAllocationPropertiesFromHandle) props;
+        __typeof__(&cuMemGetAllocationGranularity) granularity;
+        __typeof__(&cuMemAddressReserve) reserve;
+        __typeof__(&cuMemAddressFree) release;
+};
+
+static bool probe_fns_get(struct probe_fns *f)
 {
-        if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        f->props = (__typeof__(f->props))shim_drv_proc("cuMemGetAllocationPropertiesFromHandle");
+        f->granularity = (__typeof__(f->granularity))shim_drv_proc("cuMemGetAllocationGranularity");
+        f->reserve = (__typeof__(f->reserve))shim_drv_proc("cuMemAddressReserve");
+        f->release = (__typeof__(f->release))shim_drv_proc("cuMemAddressFree");
+        return f->props && f->granularity && f->reserve && f->release && REAL(cuMemMap) &&
+               REAL(cuMemUnmap);
+}
+
+/* 1 when granule k of h exists (it maps at va), 0 when the driver says it
+ * lies past the end, -1 on any other answer. */
+static int granule_exists(CUmemGenericAllocationHandle h, CUdeviceptr va, size_t g, uint64_t k)
+{
+        CUresult r = REAL(cuMemMap)(va, g, (size_t)(k * g), h, 0);
+        if (r == CUDA_SUCCESS)
+                return REAL(cuMemUnmap)(va, g) == CUDA_SUCCESS ? 1 : -1;
+        return r == CUDA_ERROR_INVALID_VALUE ? 0 : -1;
+}
+
+/* The size of the allocation behind handle h (rounded to 2 MiB), found by
+ * mapping probes; 0 when it cannot be told. */
+static uint64_t probe_size(CUmemGenericAllocationHandle h)
+{
+        struct probe_fns f;
+        CUmemAllocationProp prop;
+        size_t g = 0;
+        CUdeviceptr va = 0;
+        if (!probe_fns_get(&f) || f.props(&prop, h) != CUDA_SUCCESS ||
+            f.granularity(&g, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM) != CUDA_SUCCESS || !g ||
+            f.reserve(&va, g, 0, 0, 0) != CUDA_SUCCESS)
                 return 0;
-        int fd = (int)(intptr_t)os, saved = errno;
-        struct stat sb;
-        uint64_t b = 0;
-        if (fd >= 0 && fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && sb.st_size > 0)
-                b = shim_round((uint64_t)sb.st_size);
-        errno = saved;
-        return b;
+        /* granule lo exists, granule hi does not: the size is (lo + 1) * g */
+        uint64_t lo = 0, hi = 1;
+        int e = granule_exists(h, va, g, 0);
+        while (e == 1 && (e = granule_exists(h, va, g, hi)) == 1) {
+                lo = hi;
+                if (hi >= PROBE_MAX_GRANULES) {
+                        e = -1;
+                        break;
+                }
+                hi *= 2;
+        }
+        while (e == 0 && hi - lo > 1) {
+                uint64_t mid = lo + (hi - lo) / 2;
+                int m = granule_exists(h, va, g, mid);
+                if (m < 0)
+                        e = -1;
+                else if (m)
+                        lo = mid;
+                else
+                        hi = mid;
+        }
+        f.release(va, g);
+        return e == 0 ? shim_round((lo + 1) * (uint64_t)g) : 0;
 }
 
 CUresult shim_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
@@ -44,50 +96,39 @@ CUresult shim_w_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *han
                    REAL(cuMemImportFromShareableHandle)(handle, osHandle, shHandleType));
         if (!handle)
                 return REAL(cuMemImportFromShareableHandle)(handle, osHandle, shHandleType);
-        uint64_t b = share_size(osHandle, shHandleType);
-        if (b && shim_reserve(b) < 0) {
-                shim_log("cuMemImportFromShareableHandle: an import of %llu bytes refused: it does "
-                         "not fit in the slice's cap",
-                         (unsigned long long)b);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
         shim_vmm_lock();
         CUresult r = REAL(cuMemImportFromShareableHandle)(handle, osHandle, shHandleType);
-        int kept = 0;
-        if (r == CUDA_SUCCESS) {
-                kept = shim_vmm_import_locked(*handle, b);
-                if (kept < 0) {
-                        shim_log("cuMemImportFromShareableHandle: an import refused: it cannot be "
-                                 "recorded");
-                        if (REAL(cuMemRelease))
-                                REAL(cuMemRelease)(*handle);
+        if (r != CUDA_SUCCESS) {
+                shim_vmm_unlock();
+                return r;
+        }
+        /* The import allocates nothing: the memory exists (charged to its
+         * exporter) whatever is decided here. */
+        struct shim_entry e;
+        const char *why = NULL;
+        uint64_t b = 0;
+        if (shim_table_get(SHIM_K_VMM, *handle, &e)) {
+                if (shim_vmm_import_locked(*handle, 0) < 0) /* held here already */
+                        why = "it cannot be recorded";
+        } else if (!(b = probe_size(*handle))) {
+                why = "its size cannot be told";
+                r = CUDA_ERROR_NOT_SUPPORTED;
+        } else if (shim_reserve(b) < 0) {
+                why = "it does not fit in the slice's cap";
+        } else if (shim_vmm_import_locked(*handle, b) < 0) {
+                shim_books_release(b);
+                why = "it cannot be recorded";
+        }
+        if (why) {
+                shim_log("cuMemImportFromShareableHandle: an import of %llu bytes refused: %s",
+                         (unsigned long long)b, why);
+                if (REAL(cuMemRelease))
+                        REAL(cuMemRelease)(*handle);
+                if (r == CUDA_SUCCESS)
                         r = CUDA_ERROR_OUT_OF_MEMORY;
-                }
         }
         shim_vmm_unlock();
-        if (kept != 1)
-                shim_books_release(b); /* refused, or held here already */
         return r;
-}
-
-CUresult shim_vmm_import_mapped_locked(uint64_t h, CUdeviceptr ptr, size_t size, size_t offset)
-{
-        struct shim_entry e;
-        if (!shim_table_get(SHIM_K_VMM, h, &e) || e.ctx != SHIM_VMM_IMPORTED)
-                return CUDA_SUCCESS;
-        uint64_t end = offset > UINT64_MAX - size ? UINT64_MAX : shim_round((uint64_t)offset + size);
-        if (end <= e.bytes)
-                return CUDA_SUCCESS;
-        if (shim_reserve(end - e.bytes) < 0 ||
-            shim_table_put_in(SHIM_K_VMM, h, end, e.aux, e.ctx) < 0) {
-                shim_log("cuMemMap of an imported allocation refused: %llu bytes do not fit in "
-                         "the slice's cap",
-                         (unsigned long long)(end - e.bytes));
-                if (REAL(cuMemUnmap))
-                        REAL(cuMemUnmap)(ptr, size);
-                return CUDA_ERROR_OUT_OF_MEMORY;
-        }
-        return CUDA_SUCCESS;
 }
 
 /* The exporter's charge follows its own references and mappings

@@ -22,7 +22,8 @@
 
 #define CHUNK (64 * MiB)
 #define ROOM ((ST_CAP - ST_CTX) / CHUNK) /* 15 */
-#define SHARED (8 * CHUNK)               /* the exported allocation */
+#define GRANULE (2 * MiB)
+#define SHARED (8 * CHUNK - GRANULE)     /* the exported allocation: 255 granules */
 #define FD_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
 static const char conf_text[] = "version = 1\nslice = test\ngpu_uuid = %UUID%\n"
@@ -181,12 +182,13 @@ static int run_cross(void)
         EXPECT(hear(s) == 'm', "B imported and mapped the allocation");
         EXPECT(st_sim_used(getpid()) == ST_CTX + SHARED, "simgpu charges the exporter: %llu MiB",
                (unsigned long long)(st_sim_used(getpid()) / MiB));
+        uint64_t b_before = st_sim_used(b);
         CU_OK(cuMemRelease(h)); /* A never mapped it: its last reference */
         close(fd);
         EXPECT(st_sim_used(getpid()) == ST_CTX, "simgpu credits the exporter: %llu MiB",
                (unsigned long long)(st_sim_used(getpid()) / MiB));
-        EXPECT(st_sim_used(b) == ST_CTX + SHARED, "simgpu counts it as B's: %llu MiB",
-               (unsigned long long)(st_sim_used(b) / MiB));
+        EXPECT(st_sim_used(b) == b_before + SHARED, "simgpu counts it as B's: %llu MiB, was %llu",
+               (unsigned long long)(st_sim_used(b) / MiB), (unsigned long long)(b_before / MiB));
         /* A let go of it: its whole cap is free again */
         CUdeviceptr p[32];
         unsigned n = alloc_until_refused(p);
@@ -212,9 +214,9 @@ static int run_cross_b(void)
 {
         int s = 3;
         setup_ctx();
-        /* with 12 chunks of its own the import does not fit */
-        CUdeviceptr p[32];
-        for (unsigned i = 0; i < 12; i++)
+        /* with 13 chunks of its own the import does not fit */
+        CUdeviceptr p[32], g;
+        for (unsigned i = 0; i < 13; i++)
                 CU_OK(cuMemAlloc(&p[i], CHUNK));
         say(s, 'r');
         int fd = recv_fd(s);
@@ -222,7 +224,10 @@ static int run_cross_b(void)
         CUresult r = cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, FD_TYPE);
         check_cap(getpid(), "B", "B importing over its cap");
         EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "an import past the cap returned %d", (int)r);
-        free_all(p, 12);
+        /* with 7 chunks and a granule, exactly the import's size is left
+         * (charged one granule more, it would be refused) */
+        free_all(p + 7, 6);
+        CU_OK(cuMemAlloc(&g, GRANULE));
         CU_OK(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, FD_TYPE));
         close(fd);
         CUdeviceptr va;
@@ -234,19 +239,22 @@ static int run_cross_b(void)
         CU_OK(cuMemsetD32(va, 9, 1));
         say(s, 'm');
         EXPECT(hear(s) == 'g', "A released it");
-        /* The import is B's now: what is left of B's cap */
-        unsigned n = alloc_until_refused(p);
+        /* The import is B's now: the slice is full (charged one granule
+         * less, a granule more would fit and simgpu would show B over) */
+        CUdeviceptr more;
+        r = cuMemAlloc(&more, GRANULE);
         check_cap(getpid(), "B", "B holding the import");
-        EXPECT(n == ROOM - SHARED / CHUNK, "B fitted %u chunks beside the import, expected %llu", n,
-               (unsigned long long)(ROOM - SHARED / CHUNK));
-        free_all(p, n);
+        EXPECT(r == CUDA_ERROR_OUT_OF_MEMORY, "B allocated past its cap beside the import (%d)",
+               (int)r);
+        free_all(p, 7);
+        CU_OK(cuMemFree(g));
         /* B let go of it too: its whole cap */
         CU_OK(cuMemRelease(h));
         CU_OK(cuMemUnmap(va, SHARED));
         CU_OK(cuMemAddressFree(va, SHARED));
         EXPECT(st_sim_used(getpid()) == ST_CTX, "simgpu freed the import: %llu MiB",
                (unsigned long long)(st_sim_used(getpid()) / MiB));
-        n = alloc_until_refused(p);
+        unsigned n = alloc_until_refused(p);
         check_cap(getpid(), "B", "B after its release");
         EXPECT(n == ROOM, "B fitted %u chunks after releasing the import, expected %llu", n,
                (unsigned long long)ROOM);
