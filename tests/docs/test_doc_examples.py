@@ -440,6 +440,12 @@ def main():
                             break
             elif lang == "sh":
                 ok, why, out = run_script(d, env, body, SCRIPT_TIMEOUT)
+                # A shim that failed closed says why only in its log.
+                for log in [] if ok else re.findall(r"GPUSLICE_LOG=(\S+)", body):
+                    try:
+                        out += "%s:\n%s" % (log, open(log, errors="replace").read()[-2000:])
+                    except OSError:
+                        pass
             elif lang == "yaml":
                 ok, why, out = check_yaml(d, env, body)
             elif lang == "json":
