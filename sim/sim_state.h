@@ -86,7 +86,8 @@ struct sim_proc_rec {
          * is close-on-exec, so an execve (or closing it) ends the process's
          * use of the GPU: its memory and contexts are returned. */
         int32_t att_fd;
-        uint32_t pad;
+        uint32_t image; /* the process image (AT_RANDOM bits: the same for every
+                         * copy of simgpu in it, new at each execve) */
         uint64_t att_dev, att_ino; /* what att_fd must still refer to */
         uint64_t used[SIM_MAX_DEVICES]; /* bytes charged incl. context overhead */
         uint32_t nctx[SIM_MAX_DEVICES]; /* live contexts per device */
@@ -243,9 +244,11 @@ int sim_ctx_alloc(struct sim_state *st, int proc, int dev);
 
 /* Under the lock: registers the calling process image, whose libcuda holds
  * the state file open on att_fd. A record of the same process (pid and
- * start time) is of an earlier image (before an execve; one image registers
- * once): its memory and contexts are returned first, as the real driver
- * frees them at exec. Returns the slot or SIM_E_FULL. */
+ * start time) is this image's when another copy of simgpu in it registered
+ * first (a second libcuda.so.1 by path, dlmopen): that record is returned;
+ * else it is of an earlier image (before an execve), whose memory and
+ * contexts are returned first, as the real driver frees them at exec.
+ * Returns the slot or SIM_E_FULL. */
 int sim_proc_register(struct sim_state *st, int att_fd);
 
 /* Under the lock: reaps dead processes, returning their memory, contexts,

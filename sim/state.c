@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -253,14 +254,28 @@ bool sim_proc_alive(const struct sim_proc_rec *p)
 
 static void reap_one(struct sim_state *st, int p);
 
+/* 32 bits of the kernel's AT_RANDOM bytes: the same for every copy of
+ * simgpu in one process image, new at each execve (never 0). */
+static uint32_t image_token(void)
+{
+        const unsigned char *r = (const unsigned char *)(uintptr_t)getauxval(AT_RANDOM);
+        uint32_t t = 0;
+        if (r)
+                memcpy(&t, r + 12, sizeof(t));
+        return t ? t : 1;
+}
+
 int sim_proc_register(struct sim_state *st, int att_fd)
 {
         pid_t pid = getpid();
         uint64_t start = sim_proc_start_time(pid);
+        uint32_t image = image_token();
         int free_slot = -1, exited_slot = -1, n = sim_proc_slots(st);
         for (int i = 0; i < n; i++) {
                 struct sim_proc_rec *p = &st->proc[i];
                 if (p->state == SIM_PROC_ALIVE && p->pid == pid && p->start_time == start) {
+                        if (p->image == image)
+                                return i; /* another copy of simgpu in this image */
                         /* our pid before an execve: that image is gone */
                         sim_advance_all(st, sim_now_ns());
                         reap_one(st, i);
@@ -292,6 +307,7 @@ int sim_proc_register(struct sim_state *st, int att_fd)
         memset(p, 0, sizeof(*p));
         p->pid = pid;
         p->start_time = start;
+        p->image = image;
         p->att_fd = -1;
         struct stat sb;
         if (att_fd >= 0 && fstat(att_fd, &sb) == 0) {
