@@ -9,8 +9,11 @@
  * device (NVML, simgpu-smi) show the chunk, not the request, as a real
  * driver's pools do.
  *
- * The check of the free reserve, the charge of the growth and the update of
- * `used` and `reserved` are one critical section under sim_g.mu, so that
+ * Only when the growth does not fit are the pools' free reserves above their
+ * release thresholds given back first (then the growth is tried again), so
+ * several pools each keep their chunk. The check of the free reserve, the
+ * charge of the growth and the update of `used` and `reserved` are one
+ * critical section under sim_g.mu, so that
  * concurrent allocations can never both take the same free bytes (used
  * above reserved, and then every later allocation uncharged). Lock order:
  * sim_g.mu, then the state lock (taken by sim_charge); nothing takes them
@@ -29,33 +32,32 @@ static uint64_t growth(uint64_t r, uint64_t avail)
 
 CUresult sim_pool_take(struct CUmemPoolHandle_st *pool, uint64_t r)
 {
-        pthread_mutex_lock(&sim_g.mu);
-        uint64_t avail = pool->reserved > pool->used ? pool->reserved - pool->used : 0;
-        pthread_mutex_unlock(&sim_g.mu);
-        if (avail < r)
-                sim_pools_release(pool->dev); /* give back the pools' slack first */
-        CUresult rc = CUDA_SUCCESS;
-        pthread_mutex_lock(&sim_g.mu);
-        avail = pool->reserved > pool->used ? pool->reserved - pool->used : 0;
-        uint64_t grow = growth(r, avail);
-        if (grow) {
-                rc = sim_charge(pool->dev, grow);
-                uint64_t exact = sim_round(r - avail);
+        CUresult rc = CUDA_ERROR_OUT_OF_MEMORY;
+        for (int attempt = 0; attempt < 2; attempt++) {
+                if (attempt)
+                        sim_pools_release(pool->dev); /* short of memory: trim the pools, retry */
+                pthread_mutex_lock(&sim_g.mu);
+                uint64_t avail = pool->reserved > pool->used ? pool->reserved - pool->used : 0;
+                uint64_t grow = growth(r, avail);
+                rc = grow ? sim_charge(pool->dev, grow) : CUDA_SUCCESS;
+                uint64_t exact = grow ? sim_round(r - avail) : 0;
                 if (rc != CUDA_SUCCESS && exact < grow) {
                         /* the chunk does not fit, the request may */
                         grow = exact;
                         rc = sim_charge(pool->dev, grow);
                 }
+                if (rc == CUDA_SUCCESS) {
+                        pool->reserved += grow;
+                        pool->used += r;
+                        if (pool->reserved > pool->reserved_high)
+                                pool->reserved_high = pool->reserved;
+                        if (pool->used > pool->used_high)
+                                pool->used_high = pool->used;
+                }
+                pthread_mutex_unlock(&sim_g.mu);
+                if (rc == CUDA_SUCCESS)
+                        break;
         }
-        if (rc == CUDA_SUCCESS) {
-                pool->reserved += grow;
-                pool->used += r;
-                if (pool->reserved > pool->reserved_high)
-                        pool->reserved_high = pool->reserved;
-                if (pool->used > pool->used_high)
-                        pool->used_high = pool->used;
-        }
-        pthread_mutex_unlock(&sim_g.mu);
         return rc;
 }
 

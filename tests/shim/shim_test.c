@@ -610,7 +610,8 @@ int main(int argc, char **argv)
                              { "ipc", run_ipc },
                              { "ipc_exporter", run_ipc_exporter },
                              { "limits", run_limits },
-                             { "globals", run_globals } };
+                             { "globals", run_globals },
+                             { "chunks", run_chunks } };
                 for (unsigned i = 0; i < sizeof(more) / sizeof(more[0]); i++)
                         if (!strcmp(role, more[i].name))
                                 return more[i].fn();

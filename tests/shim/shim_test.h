@@ -53,5 +53,6 @@ int run_ipc(void);
 int run_ipc_exporter(void);
 int run_limits(void);
 int run_globals(void);
+int run_chunks(void);
 
 #endif /* GS_SHIM_TEST_H */

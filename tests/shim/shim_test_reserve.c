@@ -203,3 +203,39 @@ int run_globals(void)
         unfill(p, n);
         return 0;
 }
+
+/* ---- pools reserve by chunks, more than the request ---- */
+
+/* Three pools with one 2 MiB block each: each reserves a 32 MiB chunk (as
+ * the real driver's pools do; SIMGPU_POOL_CHUNK's default), and what the
+ * device holds is the reserve, not the request. */
+int run_chunks(void)
+{
+        setup_ctx();
+        CUstream s;
+        CU_OK(cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        CUmemPoolProps props = { .allocType = CU_MEM_ALLOCATION_TYPE_PINNED,
+                                 .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = dev } };
+        CUmemoryPool pools[3];
+        CUdeviceptr blocks[3];
+        for (int i = 0; i < 3; i++) {
+                CU_OK(cuMemPoolCreate(&pools[i], &props));
+                CU_OK(cuMemAllocFromPoolAsync(&blocks[i], 2 * MiB, pools[i], s));
+        }
+        EXPECT(st_sim_used(getpid()) == ST_CTX + 3 * 32 * MiB, "simgpu shows the reserves: %llu MiB",
+               (unsigned long long)(st_sim_used(getpid()) / MiB));
+        CUdeviceptr p[32];
+        unsigned n = fill(p, 32);
+        truth_within_cap("three pools' chunks and allocations");
+        EXPECT(n == (ST_CAP - ST_CTX - 3 * 32 * MiB) / CHUNK, "%u allocations beside the reserves", n);
+        unfill(p, n);
+        for (int i = 0; i < 3; i++) {
+                CU_OK(cuMemFreeAsync(blocks[i], s));
+                CU_OK(cuStreamSynchronize(s));
+                CU_OK(cuMemPoolDestroy(pools[i]));
+        }
+        n = fill(p, 32);
+        EXPECT(n == ROOM, "the whole cap again: %u", n);
+        unfill(p, n);
+        return 0;
+}
