@@ -34,7 +34,7 @@
 #include <stdint.h>
 
 #define GS_SLICE_STATE_MAGIC 0x314d454d43494c53ULL /* "SLICMEM1" little-endian */
-#define GS_SLICE_STATE_VERSION 1u
+#define GS_SLICE_STATE_VERSION 2u
 #define GS_SLICE_STATE_FILE "memory"     /* name inside slice_dir */
 #define GS_SLICE_STATE_SLOTS 1024u
 
@@ -59,8 +59,18 @@ struct gs_slice_state {
         uint64_t limit;      /* the cap (memory_limit of the creating process) */
         uint64_t used;       /* sum of charged over all slots */
         uint64_t peak;       /* highest `used` seen */
-        uint64_t ooms;       /* reservations refused */
+        uint64_t ooms;       /* reservations refused at the cap (one per refused call) */
         uint64_t reclaimed;  /* bytes reclaimed from dead processes */
+        /* The refusals, for the daemon (docs/overuse.md, memory_refused):
+         * the first refused request (bytes, and its process's pid as the
+         * shim sees it), set once by the refusal that took ooms from 0, and
+         * the latest. Written with atomic stores outside the lock; like the
+         * rest of the file the tenant can write them, and hiding its own
+         * refusals harms only itself. */
+        uint64_t refused_first;
+        uint64_t refused_last;
+        uint32_t refused_pid;
+        uint32_t reserved0;  /* 0 */
         char slice[64];      /* slice id, NUL-terminated */
         pthread_mutex_t lock; /* robust, process-shared; see above */
         char pad[64 - sizeof(pthread_mutex_t) % 64];

@@ -440,8 +440,13 @@ static size_t parse_slice(const struct gs_proto_msg *m, size_t i, struct cli_sli
                         s->kube = strcmp(v, "kubernetes") == 0;
                 else if (!strcmp(k, "dir"))
                         snprintf(s->slice_dir, sizeof(s->slice_dir), "%s", v);
-                else if (!strcmp(k, "state"))
+                else if (!strcmp(k, "state")) {
                         s->stopping = strcmp(v, "stopping") == 0;
+                        s->draining = strcmp(v, "draining") == 0;
+                } else if (!strcmp(k, "memory_refusals")) {
+                        s->has_refusals = true;
+                        s->refusals = u64_of(v);
+                }
                 else if (!strcmp(k, "up_pid"))
                         s->up_pid = (int)GS_MIN(u64_of(v), (uint64_t)INT32_MAX);
                 else if (!strcmp(k, "up_spec"))

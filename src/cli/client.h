@@ -81,6 +81,9 @@ struct cli_slice {
         char config[GS_PATH_MAX];    /* "" for whole GPUs */
         char slice_dir[GS_PATH_MAX];
         bool stopping;               /* a stop (cli_stop_slice) is under way */
+        bool draining;               /* its process is gone, not yet its GPU memory */
+        bool has_refusals;           /* from a daemon whose watchdog counts them: */
+        uint64_t refusals;           /* allocations the shim refused at its cap */
         int up_pid;                  /* the `gpuslice up` that runs it; 0: none (or not ours) */
         char up_spec[GS_PATH_MAX];   /* the spec that up runs; "" */
 };

@@ -100,6 +100,12 @@ static void print_json_slice(const struct cli_slice *s)
                 printf("null");
         else
                 printf("%d", s->pid);
+        printf(", \"state\": \"%s\", \"memory_refusals\": ",
+               s->draining ? "draining" : s->stopping ? "stopping" : "running");
+        if (s->has_refusals)
+                printf("%" PRIu64, s->refusals);
+        else
+                printf("null");
         printf(", \"uid\": %u, \"created_unix_seconds\": %" PRId64 ", \"config_path\": ", s->uid,
                s->created);
         json_string_or_null(s->config);
@@ -144,19 +150,21 @@ static const char *const gpu_titles[N_G] = { "GPU",         "UUID",   "NAME", "M
 static const bool gpu_right[N_G] = { [G_MEMORY] = true, [G_FREE_SHARE] = true,
                                      [G_FREE_MEMORY] = true, [G_SLICES] = true };
 
-enum { S_ID, S_NAME, S_SHARE, S_CAP, S_USED, S_POLICY, S_OVERUSE, S_PID, S_GPU_TIME, S_KIND,
-       S_UID, S_CREATED, S_CONFIG, S_DIR, N_S };
+enum { S_ID, S_NAME, S_SHARE, S_CAP, S_USED, S_POLICY, S_OVERUSE, S_PID, S_GPU_TIME, S_STATE,
+       S_REFUSED, S_KIND, S_UID, S_CREATED, S_CONFIG, S_DIR, N_S };
 #define N_S_NARROW S_KIND /* the columns without -o wide */
 static const char *const slice_titles[N_S] = {
         "SLICE", "NAME",  "SHARE", "MEM CAP", "MEM USED", "POLICY",  "OVERUSE", "PID",
-        "GPU TIME", "KIND", "UID",   "CREATED", "CONFIG",  "SLICE DIR",
+        "GPU TIME", "STATE", "REFUSED", "KIND", "UID",   "CREATED", "CONFIG",  "SLICE DIR",
 };
 static const bool slice_right[N_S] = { [S_SHARE] = true, [S_CAP] = true,   [S_USED] = true,
-                                       [S_PID] = true,   [S_GPU_TIME] = true, [S_UID] = true };
+                                       [S_PID] = true,   [S_GPU_TIME] = true,
+                                       [S_REFUSED] = true, [S_UID] = true };
 
 /* The cells of a slice's row: texts of their own, or the slice's. */
 struct slice_cells {
-        char share[16], cap[32], used[32], pid[16], gpu_time[16], uid[16], created[32];
+        char share[16], cap[32], used[32], pid[16], gpu_time[16], refused[24], uid[16],
+                created[32];
         const char *cell[N_S];
 };
 
@@ -179,6 +187,9 @@ static void slice_cells(const struct cli_slice *s, struct slice_cells *c)
         if (s->has_gpu_time)
                 snprintf(c->gpu_time, sizeof(c->gpu_time), "%" PRIu32 ".%" PRIu32 "%%",
                          s->gpu_time / 10, s->gpu_time % 10);
+        snprintf(c->refused, sizeof(c->refused), "-");
+        if (s->has_refusals)
+                snprintf(c->refused, sizeof(c->refused), "%" PRIu64, s->refusals);
         snprintf(c->uid, sizeof(c->uid), "%u", s->uid);
         time_t t = (time_t)s->created;
         struct tm tm;
@@ -196,6 +207,8 @@ static void slice_cells(const struct cli_slice *s, struct slice_cells *c)
                 [S_OVERUSE] = s->overuse[0] ? s->overuse : "-",
                 [S_PID] = c->pid,
                 [S_GPU_TIME] = c->gpu_time,
+                [S_STATE] = s->draining ? "draining" : s->stopping ? "stopping" : "running",
+                [S_REFUSED] = c->refused,
                 [S_KIND] = s->kube ? "kubernetes" : "local",
                 [S_UID] = c->uid,
                 [S_CREATED] = c->created,

@@ -49,6 +49,7 @@ static const char *const reason_names[GS_WD_N_REASONS] = {
         [GS_WD_WRONG_GPU] = "wrong_gpu",
         [GS_WD_NO_SHIM] = "no_shim",
         [GS_WD_COMPUTE_OVER_SHARE] = "compute_over_share",
+        [GS_WD_BOOKS_FORGED] = "books_forged",
 };
 
 const char *gs_wd_reason_name(enum gs_wd_reason r)
@@ -299,6 +300,26 @@ static void cap_rule(struct gs_wd *w, const struct gs_wd_snapshot *s, size_t si)
         }
 }
 
+/* Books that do not add up, for shim slice index si. */
+static void forged_rule(struct gs_wd *w, const struct gs_wd_snapshot *s, size_t si)
+{
+        const struct gs_wd_slice *sl = &s->slices[si];
+        if (!sl->books_valid || sl->books_used == sl->books_sum)
+                return;
+        char a[32], b[32];
+        mib(sl->books_used, a, sizeof(a));
+        mib(sl->books_sum, b, sizeof(b));
+        struct gs_wd_verdict v = verdict(GS_WD_BOOKS_FORGED, 0, sl->id, sl->gpu);
+        v.books = sl->books_used;
+        v.used = sl->books_sum;
+        v.cap = sl->cap;
+        msgf(&v,
+             "slice %s's books say it uses %s, its processes' slots %s: the file was written "
+             "outside the shim",
+             sl->id, a, b);
+        emit(w, &v);
+}
+
 static struct window *window_of(struct gs_wd *w, const char *id)
 {
         for (size_t i = 0; i < w->n_windows; i++)
@@ -392,8 +413,10 @@ size_t gs_wd_evaluate(struct gs_wd *w, const struct gs_wd_snapshot *s, int64_t n
                 for (size_t k = 0; k < s->gpus[gi].n_procs; k++)
                         proc_rules(w, s, &s->gpus[gi], &s->gpus[gi].procs[k]);
         for (size_t si = 0; si < s->n_slices; si++) {
-                if (s->slices[si].shim)
+                if (s->slices[si].shim) {
                         cap_rule(w, s, si);
+                        forged_rule(w, s, si);
+                }
                 compute_rule(w, s, si);
         }
         sweep(w);

@@ -23,6 +23,11 @@
  *  - GS_WD_COMPUTE_OVER_SHARE: a slice of policy cap whose processes'
  *    device time (NVML utilisation, averaged over `window_ms`) exceeds its
  *    share by more than `compute_tolerance_milli`.
+ *  - GS_WD_BOOKS_FORGED: a shim slice whose books do not add up: the
+ *    slice's total (`used`) is not the sum of its slots' charges, which the
+ *    shim changes together under its lock; only a write from outside the
+ *    shim leaves them apart (slice-wide, pid 0). It says nothing about
+ *    over-use, which NVML decides (memory_over_cap).
  *
  * Grace: each (reason, pid, slice) is remembered from the first
  * evaluation that found it; a verdict is actionable once it has held for
@@ -51,11 +56,12 @@ enum gs_wd_reason {
         GS_WD_WRONG_GPU,
         GS_WD_NO_SHIM,
         GS_WD_COMPUTE_OVER_SHARE,
+        GS_WD_BOOKS_FORGED,
         GS_WD_N_REASONS,
 };
 
 /* "memory_over_cap", "books_disagree", "unsliced", "wrong_gpu", "no_shim",
- * "compute_over_share"; "unknown" out of range. */
+ * "compute_over_share", "books_forged"; "unknown" out of range. */
 const char *gs_wd_reason_name(enum gs_wd_reason r);
 
 /* One process NVML lists on a GPU. */
@@ -92,6 +98,8 @@ struct gs_wd_slice {
         bool books_valid; /* the books could be read */
         const struct gs_wd_book *books;
         size_t n_books;
+        uint64_t books_used; /* the books' slice total (`used`) */
+        uint64_t books_sum;  /* the sum of every used slot's charge */
 };
 
 struct gs_wd_snapshot {

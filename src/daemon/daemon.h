@@ -37,6 +37,16 @@
 #define DAEMON_STOP_GRACE_MS 10000    /* stop: SIGTERM, then SIGKILL after (default) */
 #define DAEMON_STOP_GRACE_MAX_MS 3600000
 
+/* A local slice whose process is gone (or that its owner released) while
+ * a process of it may still hold GPU memory: it stays in the ledger, so
+ * no placement over-commits its GPU, until the watchdog's NVML sample
+ * shows none of its processes holding memory (slices_drain.c). */
+struct drain {
+        char id[GS_SLICE_ID_MAX + 1];
+        int64_t since_ms; /* monotonic */
+        char why[64];     /* why it is to be freed: "its process exited" */
+};
+
 /* A slice's process, followed through its pidfd. What the daemon knows of
  * it beyond the ledger lives here, in memory only. */
 struct follow {
@@ -119,6 +129,8 @@ struct daemon {
         struct conn *conns[DAEMON_MAX_CONNS];
         struct follow *follows[GS_LEDGER_MAX_SLICES];
         size_t n_follows;
+        struct drain *drains[GS_LEDGER_MAX_SLICES]; /* slices_drain.c */
+        size_t n_drains;
         char stopped[DAEMON_STOPPED_KEPT][GS_SLICE_ID_MAX + 1]; /* ring: slices freed by a stop */
         size_t n_stopped;                     /* how many were ever added */
         struct kubelet_args kube;
@@ -155,6 +167,30 @@ int64_t slices_stop_tick(struct daemon *d, int64_t now);
 
 /* Close every pidfd (shutdown; the slices stay in the ledger). */
 void slices_unfollow_all(struct daemon *d);
+
+/* ---- slices_drain.c ---- */
+
+/* Local slice id's process is gone, or its owner released it (no longer
+ * followed): free it now if none of its processes holds GPU memory by
+ * NVML (the watchdog samples at once), else keep it `draining` until the
+ * watchdog sees that memory freed. Without the watchdog (--watch-interval
+ * 0): freed now. 0, or the release's negative errno. */
+int slices_drain(struct daemon *d, const char *id, const char *why);
+
+/* Mark id draining without a sample (reconcile, before the watchdog
+ * starts). 0 or -ENOMEM. */
+int slices_drain_add(struct daemon *d, const char *id);
+
+/* Whether slice id is draining. */
+bool slices_draining(const struct daemon *d, const char *id);
+
+/* Forget id (the slice left the ledger); forget_all: every one (shutdown). */
+void slices_drain_forget(struct daemon *d, const char *id);
+void slices_drain_forget_all(struct daemon *d);
+
+/* Once the watchdog has started (or is off): without a watchdog, free the
+ * draining slices now, since nothing would ever see them drained. */
+void slices_drain_start(struct daemon *d);
 
 /* The node's observer: a slice left the ledger (any front-end freed it):
  * end its compute lease and stop following its process. */

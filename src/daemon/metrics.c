@@ -23,6 +23,7 @@
 #include "log.h"
 #include "metrics.h"
 #include "nvml.h"
+#include "watchdog_daemon.h"
 
 #define METRICS_MAX_BYTES (8u << 20)
 #define METRICS_VERSION GS_VERSION /* the build's, gs_version.h */
@@ -63,6 +64,8 @@ struct slice_snap {
         struct slice_gpu_snap gpus[GS_SLICE_MAX_GPUS];
         bool arb_known;
         struct arbsrv_stats arb;
+        bool wd_known;                  /* the watchdog sampled it: */
+        struct wd_figures wd;           /* its NVML figures over all its processes */
 };
 
 struct snapshot {
@@ -109,6 +112,7 @@ static void snap_slice(const struct daemon *d, const struct gs_slice *s, struct 
                 og->nvml_index = s->gpus[g].index;
         }
         o->arb_known = arbsrv_slice_stats(d, s->id, &o->arb);
+        o->wd_known = watchdog_slice_figures(d, s->id, &o->wd) && o->wd.sampled;
         o->has_pod = gs_slice_in_container(s) && node_pod_locked(d->node, s->id, &o->pod) == 0;
 }
 
@@ -132,6 +136,14 @@ static void read_nvml(struct daemon *d, struct snapshot *snap)
                         if (r == -ENOENT)
                                 og->used = 0;
                         og->used_known = r == 0 || r == -ENOENT;
+                }
+                /* every process of it, as the watchdog last saw them (what
+                 * `gpuslice ls` shows too) */
+                for (unsigned g = 0; s->wd_known && g < s->n_gpus && g < GS_SLICE_MAX_GPUS; g++) {
+                        struct slice_gpu_snap *og = &s->gpus[g];
+                        if (!og->used_known || s->wd.used[g] > og->used)
+                                og->used = s->wd.used[g];
+                        og->used_known = true;
                 }
         }
 }
@@ -290,6 +302,7 @@ enum slice_fig {
         FIG_LEASES,
         FIG_WAIT,
         FIG_MEASURED,
+        FIG_REFUSALS,
 };
 
 static const struct {
@@ -304,7 +317,7 @@ static const struct {
         [FIG_CAP] = { "gpuslice_slice_memory_cap_bytes", GS_METRIC_GAUGE,
                       "The slice's device memory cap (whole-GPU slices have none)." },
         [FIG_USED] = { "gpuslice_slice_memory_used_bytes", GS_METRIC_GAUGE,
-                       "Device memory the slice's process uses on the GPU, from NVML (local "
+                       "Device memory the slice's processes use on the GPU, from NVML (local "
                        "slices)." },
         [FIG_GPU_TIME] = { "gpuslice_slice_gpu_time_seconds_total", GS_METRIC_COUNTER,
                            "Device time the compute arbiter charged to the slice's work since "
@@ -318,6 +331,10 @@ static const struct {
         [FIG_MEASURED] = { "gpuslice_slice_measured_share_milli", GS_METRIC_GAUGE,
                            "The slice's measured share of the GPU's time over the last second, "
                            "in thousandths (the arbiter's charges)." },
+        [FIG_REFUSALS] = { "gpuslice_slice_memory_refusals_total", GS_METRIC_COUNTER,
+                           "Allocations the shim refused at the slice's memory cap "
+                           "(CUDA_ERROR_OUT_OF_MEMORY), as the watchdog counted them from the "
+                           "slice's books." },
 };
 
 /* One sample of figure f for GPU g of slice s, when it has one. */
@@ -357,6 +374,10 @@ static void slice_sample(struct gs_metrics *m, enum slice_fig f, const struct sl
                 if (s->arb_known && s->arb.measured_milli >= 0)
                         gs_metrics_sample_u64(m, l, n, (uint64_t)s->arb.measured_milli);
                 break;
+        case FIG_REFUSALS:
+                if (s->wd_known && s->memory_cap)
+                        gs_metrics_sample_u64(m, l, n, s->wd.refusals);
+                break;
         }
 }
 
@@ -378,7 +399,8 @@ static void format_overuse(struct gs_metrics *m, const struct snapshot *snap)
 {
         gs_metrics_family(m, "gpuslice_overuse_events_total", GS_METRIC_COUNTER,
                           "Watchdog events since the daemon started, by reason (memory_over_cap, "
-                          "books_disagree, unsliced, wrong_gpu, no_shim, compute_over_share) and "
+                          "books_disagree, books_forged, unsliced, wrong_gpu, no_shim, "
+                          "compute_over_share, memory_refused) and "
                           "action (detected, reported, killed, ...)");
         for (size_t i = 0; i < snap->n_tally; i++) {
                 struct gs_metric_label l[2] = { { "reason", snap->tally[i].reason },

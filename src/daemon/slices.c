@@ -25,6 +25,7 @@
 #include "nvml.h"
 #include "proc.h"
 #include "quantity.h"
+#include "watchdog_daemon.h"
 
 static int pidfd_open_compat(pid_t pid)
 {
@@ -105,6 +106,7 @@ void slices_unfollow_all(struct daemon *d)
 {
         while (d->n_follows)
                 follow_drop(d, d->follows[0]->id);
+        slices_drain_forget_all(d);
 }
 
 /* Open a pidfd for the slice's process if it is still the same process.
@@ -129,14 +131,19 @@ void slices_removed(void *ctx, const struct gs_slice *s, const char *why)
         (void)why;
         arbsrv_slice_removed(d, s->id); /* a lease it held ends now */
         follow_drop(d, s->id);
+        slices_drain_forget(d, s->id);
 }
 
 static void on_process_exit(struct node_watch *w, uint32_t events)
 {
         struct follow *f = (struct follow *)w;
         (void)events;
-        node_slice_release_locked(((struct daemon *)w->ctx)->node, f->id,
-                                  f->kill_at_ms ? "stopped (gpuslice stop)" : "its process exited");
+        struct daemon *d = w->ctx;
+        char id[GS_SLICE_ID_MAX + 1];
+        const char *why = f->kill_at_ms ? "stopped (gpuslice stop)" : "its process exited";
+        snprintf(id, sizeof(id), "%s", f->id);
+        follow_drop(d, id); /* frees f */
+        slices_drain(d, id, why); /* freed once nothing of it holds GPU memory */
 }
 
 int slices_reconcile(struct daemon *d)
@@ -167,8 +174,14 @@ int slices_reconcile(struct daemon *d)
                 }
                 if (fd >= 0)
                         close(fd);
-                node_slice_release_locked(d->node, s->id, "its process is gone");
                 freed++;
+                /* A descendant may still hold GPU memory: the watchdog's
+                 * first sample decides (slices_drain_start). */
+                if (slices_drain_add(d, s->id) == 0) {
+                        i++;
+                        continue;
+                }
+                node_slice_release_locked(d->node, s->id, "its process is gone");
         }
         gs_log_info("ledger reconciled: %zu slice%s kept, %zu freed", kept, kept == 1 ? "" : "s",
                     freed);
@@ -253,11 +266,19 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s, b
         gs_proto_builder_add(b, "slice_kind", "%s", gs_slice_in_container(s) ? "kubernetes" : "local");
         if (s->kind == GS_SLICE_DRA)
                 gs_proto_builder_add(b, "slice_claim", "%s", s->claim.uid);
+        /* Its memory by NVML: over every process of it the watchdog's last
+         * sample mapped (the authoritative figure, never the books), and at
+         * least what its own process holds now. */
+        struct wd_figures fig;
+        bool sampled = watchdog_slice_figures(d, s->id, &fig) && fig.sampled;
         for (unsigned g = 0; g < s->n_gpus; g++) {
                 gs_proto_builder_add(b, "slice_gpu", "%u,%s", s->gpus[g].index, s->gpus[g].uuid);
-                uint64_t used;
-                if (d->nvml && s->kind == GS_SLICE_LOCAL &&
-                    nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &used) == 0)
+                uint64_t used = 0;
+                bool known = d->nvml && s->kind == GS_SLICE_LOCAL &&
+                             nvml_process_memory(d->nvml, s->gpus[g].index, s->pid, &used) == 0;
+                if (sampled && g < GS_SLICE_MAX_GPUS && fig.used[g] > used)
+                        used = fig.used[g];
+                if (known || (sampled && fig.holders))
                         gs_proto_builder_add(b, "slice_used", "%" PRIu64, used);
         }
         if (!gs_slice_is_whole(s) && mine) {
@@ -269,6 +290,10 @@ static void add_slice_record(const struct daemon *d, const struct gs_slice *s, b
         const struct follow *f = follow_find(d, s->id, NULL);
         if (f && f->kill_at_ms)
                 gs_proto_builder_add(b, "slice_state", "%s", "stopping");
+        else if (slices_draining(d, s->id))
+                gs_proto_builder_add(b, "slice_state", "%s", "draining");
+        if (sampled && !gs_slice_is_whole(s))
+                gs_proto_builder_add(b, "slice_memory_refusals", "%" PRIu64, fig.refusals);
         if (f && f->up_spec && mine) {
                 gs_proto_builder_add(b, "slice_up_pid", "%d", (int)f->up_pid);
                 gs_proto_builder_add(b, "slice_up_spec", "%s", f->up_spec);
@@ -413,9 +438,17 @@ static int handle_release(struct daemon *d, const struct conn *c, const struct g
                 return gs_error_set(err, -EPERM, "slice %s belongs to uid %u", s->id,
                                     (unsigned)s->uid);
         const struct follow *f = follow_find(d, id, NULL);
-        if ((f && f->kill_at_ms) || was_stopped(d, id))
+        if ((f && f->kill_at_ms) || was_stopped(d, id)) /* still draining after a stop */
                 gs_proto_builder_add(reply, "stopped", "%d", 1);
-        int r = node_slice_release_locked(d->node, id, "released by its owner");
+        /* Its owner's release drains (freed once nothing of it holds GPU
+         * memory); root may free a draining slice at once. */
+        int r;
+        if (slices_draining(d, id) && c->uid == 0) {
+                r = node_slice_release_locked(d->node, id, "released by root while draining");
+        } else {
+                follow_drop(d, id);
+                r = slices_drain(d, id, "released by its owner");
+        }
         return r < 0 ? gs_error_set(err, r, "slice %s freed, but the ledger could not be "
                                     "saved: %s", id, strerror(-r)) : 0;
 }

@@ -145,6 +145,14 @@ static struct seen *seen_of(struct wd_state *w, pid_t pid)
         return NULL;
 }
 
+bool wd_pid_claimed(const struct wd_state *w, pid_t pid)
+{
+        for (size_t i = 0; i < w->n_seen; i++)
+                if (w->seen[i].pid == pid)
+                        return w->seen[i].claimed;
+        return false;
+}
+
 int wd_slice_index(const struct wd_state *w, const char *id)
 {
         for (size_t i = 0; i < w->n_slices; i++)
@@ -176,8 +184,19 @@ static int map_pid_seen(struct wd_state *w, pid_t pid, char *why, size_t why_siz
                 }
                 return found;
         }
-        if (!e)
-                return -1;
+        if (!e) {
+                int c = wd_books_claim(w, pid);
+                if (c < 0 || proc_start_time(pid, &start) < 0 || w->n_seen == WD_SEEN)
+                        return c;
+                /* remembered, so it stays in its slice when its slot goes */
+                e = &w->seen[w->n_seen++];
+                *e = (struct seen){ .pid = pid, .start = start, .last = w->n_samples,
+                                    .claimed = true };
+                _Static_assert(sizeof(e->slice) == sizeof(w->slices[c].id), "slice ids");
+                memcpy(e->slice, w->slices[c].id, sizeof(e->slice));
+                why[0] = '\0';
+                return c;
+        }
         int k = wd_slice_index(w, e->slice);
         if (k < 0 || proc_start_time(pid, &start) < 0 || start != e->start) {
                 *e = w->seen[--w->n_seen]; /* another process now, or its slice is gone */
@@ -217,7 +236,19 @@ static void seen_sweep(struct wd_state *w)
 
 /* ---- the books, read-only ---- */
 
-static void read_books(struct daemon *d, struct wd_state *w, struct gs_wd_slice *s)
+/* Whether the books read add up: `used` is the sum of the used slots'
+ * charges (the shim changes both under its lock). */
+static bool books_add_up(const struct gs_slice_state *st, uint64_t *ret_sum)
+{
+        uint64_t sum = 0;
+        for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS; i++)
+                if (st->slots[i].owner)
+                        sum += st->slots[i].charged;
+        *ret_sum = sum;
+        return sum == st->used;
+}
+
+static void read_books(struct daemon *d, struct wd_state *w, struct gs_wd_slice *s, size_t k)
 {
         char path[DAEMON_PATH_MAX + 16];
         node_slice_dir_path(d->node, s->id, path, sizeof(path));
@@ -231,18 +262,33 @@ static void read_books(struct daemon *d, struct wd_state *w, struct gs_wd_slice 
                 s->books_valid = errno == ENOENT;
                 return;
         }
-        ssize_t len = pread(fd, &w->state, sizeof(w->state), 0);
-        close(fd);
         const struct gs_slice_state *st = &w->state;
+        ssize_t len = 0;
+        uint64_t sum = 0;
+        /* The read is not atomic with the shim's updates: books that do not
+         * add up are read again (a torn read does not repeat), and only
+         * books that never add up are taken as written. */
+        for (int tries = 0; tries < 3; tries++) {
+                len = pread(fd, &w->state, sizeof(w->state), 0);
+                if (len != (ssize_t)sizeof(*st) || books_add_up(st, &sum))
+                        break;
+        }
+        close(fd);
         if (len != (ssize_t)sizeof(*st) || st->magic != GS_SLICE_STATE_MAGIC ||
             st->version != GS_SLICE_STATE_VERSION || st->file_size != sizeof(*st) ||
             st->n_slots != GS_SLICE_STATE_SLOTS)
                 return;
         s->books_valid = true;
+        s->books_used = st->used;
+        s->books_sum = sum;
+        w->books_ooms[k] = st->ooms;
+        w->refused_first[k] = st->refused_first;
+        w->refused_pid[k] = st->refused_pid;
         for (unsigned i = 0; i < GS_SLICE_STATE_SLOTS && w->n_books < WD_MAX_BOOKS; i++) {
                 uint64_t o = __atomic_load_n(&st->slots[i].owner, __ATOMIC_RELAXED);
                 if (!o)
                         continue;
+                w->book_start[w->n_books] = GS_SLOT_OWNER_START(o);
                 w->books[w->n_books++] = (struct gs_wd_book){
                         .pid = (uint32_t)GS_SLOT_OWNER_PID(o),
                         .charged = __atomic_load_n(&st->slots[i].charged, __ATOMIC_RELAXED),
@@ -276,6 +322,9 @@ static void snapshot_slices(struct daemon *d, struct wd_state *w)
                                  s->gpus[g].uuid);
                 w->slice_pid[k] = 0;
                 w->dir_known[k] = false;
+                w->slice_uid[k] = s->uid;
+                w->books_ooms[k] = w->refused_first[k] = 0;
+                w->refused_pid[k] = 0;
                 if (s->kind == GS_SLICE_LOCAL) {
                         uint64_t start;
                         if (s->pid > 1 && proc_start_time(s->pid, &start) == 0 &&
@@ -293,7 +342,7 @@ static void snapshot_slices(struct daemon *d, struct wd_state *w)
                         }
                 }
                 if (ws->shim)
-                        read_books(d, w, ws);
+                        read_books(d, w, ws, k);
         }
         /* What a process's mapping depends on (FNV-1a): the cache keeps
          * mappings only while it is the same. */
@@ -397,6 +446,7 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
         }
         for (size_t i = 0; i < nv; i++)
                 wd_act(w, &snap, &w->verdicts[i]);
+        wd_acct_update(d, w, &snap);
         seen_sweep(w);
         wd_pcache_sweep(w);
         uint64_t c = (uint64_t)(cpu_us() - c0);
@@ -404,6 +454,15 @@ static void sample(struct daemon *d, struct wd_state *w, int64_t now_ms)
         w->cpu_us_sum += c;
         if (c > w->cpu_us_max)
                 w->cpu_us_max = c;
+}
+
+bool watchdog_sample_now(struct daemon *d)
+{
+        struct wd_state *w = d->wd;
+        if (!w)
+                return false;
+        sample(d, w, node_now_ms());
+        return true;
 }
 
 static int wd_tick(void *ctx, int64_t now_ms)
@@ -437,6 +496,10 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
         if (a->interval_ms == 0) {
                 gs_log_info("watchdog: off (--watch-interval 0); events are still served");
                 free(w);
+                /* Nothing will see a draining slice drained: free them. */
+                node_lock(d->node);
+                slices_drain_start(d);
+                node_unlock(d->node);
                 return 0;
         }
         if (!(w->rules = gs_wd_new(&cfg))) {

@@ -39,6 +39,8 @@ static int kill_one(struct wd_state *w, pid_t pid, int slice)
         int r = 0;
         if (now != slice)
                 r = -ESTALE;
+        else if (slice >= 0 && wd_pid_claimed(w, pid))
+                r = -EACCES; /* the tenant's books are no ground for a kill */
         else if (syscall(SYS_pidfd_send_signal, fd, SIGKILL, NULL, 0) < 0)
                 r = -errno;
         close(fd);
@@ -269,7 +271,10 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct 
         enum gs_overuse_policy policy = policy_of(w, v);
         bool kill_policy = policy != GS_OVERUSE_REPORT;
         bool unsliced = v->reason == GS_WD_UNSLICED;
-        bool killable = kill_policy && (!unsliced || w->a.kill_unsliced);
+        /* Forged books alone harm no one but their slice: over-use is
+         * NVML's to judge (memory_over_cap), so they are only reported. */
+        bool forged = v->reason == GS_WD_BOOKS_FORGED;
+        bool killable = kill_policy && !forged && (!unsliced || w->a.kill_unsliced);
         if (!v->fresh && !v->became_actionable && !(v->actionable && killable))
                 return;
         char msg[EVENTS_LINE_MAX];
@@ -299,6 +304,10 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct 
         if (!kill_policy) {
                 f.action = "reported";
                 snprintf(msg, sizeof(msg), "%s%s%s (policy report)", v->msg, *why ? ": " : "", why);
+        } else if (forged) {
+                f.action = "reported";
+                snprintf(msg, sizeof(msg), "%s (reported, not killed: over-use is judged on "
+                         "NVML's figures)", v->msg);
         } else if (!killable) {
                 f.action = "reported";
                 snprintf(msg, sizeof(msg),
@@ -312,7 +321,10 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct 
         } else {
                 f.action = "kill_failed";
                 snprintf(msg, sizeof(msg), "%s: not killed: %s", v->msg,
-                         r == -ESTALE ? "no longer attributable to the same slice" : strerror(-r));
+                         r == -ESTALE   ? "no longer attributable to the same slice"
+                         : r == -EACCES ? "in its slice by its books slot only, which the "
+                                          "tenant can write"
+                                        : strerror(-r));
         }
         events_add(w->ev, &f);
 }

@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "error.h"
+#include "ledger.h"
 #include "overuse_policy.h"
 
 struct wd_args {
@@ -34,5 +35,24 @@ int watchdog_start(struct daemon *d, const struct wd_args *a, struct gs_error **
 /* Log the watchdog's CPU cost per sample, close the events. Under the
  * node's lock, before NVML is closed. */
 void watchdog_stop(struct daemon *d);
+
+/* What the watchdog's last sample found of slice `id` (its processes by
+ * NVML, whatever the books say). */
+struct wd_figures {
+        bool sampled;      /* used[] and holders are known */
+        uint64_t used[GS_SLICE_MAX_GPUS]; /* bytes per GPU of the slice, in its order */
+        uint32_t holders;  /* processes of it that hold GPU memory */
+        uint64_t refusals; /* allocations the shim refused at its cap */
+};
+
+/* The figures of slice id: true and *ret, false when the watchdog is off
+ * or has not seen the slice yet. Under the node's lock, any thread. */
+bool watchdog_slice_figures(const struct daemon *d, const char *id, struct wd_figures *ret);
+
+/* Take one sample now (a slice's process exited or it was released: is
+ * anything of it still on a GPU?), then what the sample decides (events,
+ * draining slices freed). On the event loop with the node's lock held;
+ * false when the watchdog is off. */
+bool watchdog_sample_now(struct daemon *d);
 
 #endif /* GS_DAEMON_WATCHDOG_H */

@@ -36,6 +36,7 @@ struct seen {
         uint64_t start;
         char slice[GS_SLICE_ID_MAX + 1];
         uint64_t last; /* sample number it was last listed by NVML */
+        bool claimed;  /* mapped by its books slot only (wd_books_claim): never killed */
 };
 
 /* A GPU process's mapping, kept across samples (watchdog_cache.c). */
@@ -48,6 +49,21 @@ struct pcache {
         uint32_t inner; /* its pid in its own namespace; 0: not read yet */
         uint64_t last;  /* the sample that last used it */
         char why[160];  /* why it is in no slice */
+};
+
+/* What the daemon keeps of a slice across samples (watchdog_slices.c):
+ * the authoritative figures, from NVML, never from the books. */
+struct wd_acct {
+        char id[GS_SLICE_ID_MAX + 1];
+        uint64_t gen;        /* the sample that last saw its slice */
+        bool sampled;        /* used[] and holding are from a sample */
+        bool nvml_ok;        /* NVML answered for each of its GPUs in that sample */
+        uint64_t used[GS_SLICE_MAX_GPUS]; /* NVML bytes of its processes, per GPU */
+        uint32_t holders;    /* its processes that held GPU memory */
+        uint32_t holder_pid; /* one of them */
+        uint64_t books_ooms; /* the books' refusal count last read */
+        uint64_t refusals;   /* refusals counted by the daemon (monotonic) */
+        bool refusal_reported;
 };
 
 /* An eviction the watchdog asked for (policy evict), until its slice goes. */
@@ -101,7 +117,15 @@ struct wd_state {
         size_t n_slices;
         bool any_pod;
         struct gs_wd_book books[WD_MAX_BOOKS];
+        uint64_t book_start[WD_MAX_BOOKS]; /* the slot owner's start time (40 bits) */
         size_t n_books;
+        uid_t slice_uid[GS_LEDGER_MAX_SLICES];
+        /* the books' refusal figures (slice_state.h), per snapshot slice */
+        uint64_t books_ooms[GS_LEDGER_MAX_SLICES];
+        uint64_t refused_first[GS_LEDGER_MAX_SLICES];
+        uint32_t refused_pid[GS_LEDGER_MAX_SLICES];
+        struct wd_acct acct[GS_LEDGER_MAX_SLICES];
+        size_t n_acct;
         struct gs_slice_state state; /* one slice's books file, read */
         struct gs_wd_verdict verdicts[WD_MAX_VERDICTS];
         char why[GS_MAX_GPUS][WD_MAX_PROCS][160]; /* why a process is in no slice */
@@ -124,6 +148,21 @@ int wd_map_pid(struct wd_state *w, pid_t pid, char *why, size_t why_size);
 /* Events for verdict v of snapshot snap, and the policy's action once it
  * is actionable. On the event loop, the node's lock held. */
 void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct gs_wd_verdict *v);
+
+/* A local slice whose books hold a slot for pid (the same process by its
+ * start time) and whose owner is pid's owner: its snapshot index, or -1.
+ * For a process no certain route maps (it left its slice's process tree
+ * before its first sample: setsid, double fork). */
+int wd_books_claim(struct wd_state *w, pid_t pid);
+
+/* Whether pid is in its slice by its books slot only (the tenant's word):
+ * counted there, reported, but never killed for it. */
+bool wd_pid_claimed(const struct wd_state *w, pid_t pid);
+
+/* After a sample's mapping (watchdog_slices.c): each slice's NVML figures
+ * and refusals (a memory_refused event on its first), then the draining
+ * slices whose processes hold no GPU memory any more are freed. */
+void wd_acct_update(struct daemon *d, struct wd_state *w, const struct gs_wd_snapshot *snap);
 
 /* The mapping cache. init: empty, with a budget of pidfds (the soft
  * RLIMIT_NOFILE raised to the hard one, at most 65536, a quarter of it).

@@ -199,6 +199,10 @@ int shim_books_attach(const struct gs_slice_conf *conf);
 /* Reserves `bytes` against the cap (reclaiming dead processes' memory
  * before refusing). 0, or -ENOMEM when the cap would be exceeded. */
 int shim_books_reserve(uint64_t bytes);
+/* Counts one refused request of `bytes` in the slice's books (ooms, the
+ * first and latest refused sizes) for the daemon to report; lock-free,
+ * never blocks or prints. */
+void shim_books_refused(uint64_t bytes);
 /* Charges `bytes` whatever the cap (the driver already allocated them). */
 void shim_books_force(uint64_t bytes);
 /* Gives back bytes reserved or charged. */

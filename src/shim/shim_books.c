@@ -301,9 +301,19 @@ int shim_books_reserve(uint64_t bytes)
         }
         if (r == -ENOMEM && reclaim_dead() > 0)
                 r = reserve_once(bytes, false);
-        if (r == -ENOMEM)
-                __atomic_add_fetch(&st->ooms, 1, __ATOMIC_RELAXED);
         return r;
+}
+
+void shim_books_refused(uint64_t bytes)
+{
+        if (!st)
+                return;
+        /* Lock-free and never blocking: the daemon reads these each sample. */
+        if (__atomic_fetch_add(&st->ooms, 1, __ATOMIC_RELAXED) == 0) {
+                __atomic_store_n(&st->refused_pid, (uint32_t)getpid(), __ATOMIC_RELAXED);
+                __atomic_store_n(&st->refused_first, bytes, __ATOMIC_RELEASE);
+        }
+        __atomic_store_n(&st->refused_last, bytes, __ATOMIC_RELAXED);
 }
 
 void shim_books_force(uint64_t bytes)

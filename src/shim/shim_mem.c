@@ -59,6 +59,8 @@ int shim_reserve(uint64_t bytes)
                 shim_pools_refresh();
                 r = shim_books_reserve(bytes);
         }
+        if (r == -ENOMEM)
+                shim_books_refused(bytes); /* counted once per refused call */
         if (r < 0)
                 shim_log("refused %llu bytes: the slice uses %llu of %llu",
                          (unsigned long long)bytes, (unsigned long long)shim_books_used(),

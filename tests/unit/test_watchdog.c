@@ -283,11 +283,38 @@ static void test_truncated_output_counts_all(void **state)
         gs_wd_free(w);
 }
 
+/* Books whose total is not the sum of their slots were written outside
+ * the shim: books_forged, slice-wide; books that add up are silent. */
+static void test_books_forged(void **state)
+{
+        (void)state;
+        static struct fix f;
+        setup(&f);
+        proc(&f, 0, 100, 500 * MiB, 0, 20);
+        book(&f, 0, 100, 500 * MiB);
+        f.slices[0].books_sum = 500 * MiB;
+        f.slices[0].books_used = 500 * MiB;
+        struct gs_wd *w = gs_wd_new(NULL);
+        assert_non_null(w);
+        assert_null(find(&f, eval(w, &f, 0), GS_WD_BOOKS_FORGED, 0));
+        f.slices[0].books_used = 0; /* the tenant zeroed the total */
+        size_t n = eval(w, &f, 500);
+        const struct gs_wd_verdict *v = find(&f, n, GS_WD_BOOKS_FORGED, 0);
+        assert_non_null(v);
+        assert_string_equal(v->slice, "s1");
+        assert_int_equal(v->books, 0);
+        assert_int_equal(v->used, 500 * MiB);
+        assert_true(v->fresh);
+        assert_null(find(&f, n, GS_WD_MEMORY_OVER_CAP, 100)); /* NVML is within the cap */
+        gs_wd_free(w);
+}
+
 static void test_reason_names(void **state)
 {
         (void)state;
         assert_string_equal(gs_wd_reason_name(GS_WD_MEMORY_OVER_CAP), "memory_over_cap");
         assert_string_equal(gs_wd_reason_name(GS_WD_COMPUTE_OVER_SHARE), "compute_over_share");
+        assert_string_equal(gs_wd_reason_name(GS_WD_BOOKS_FORGED), "books_forged");
         assert_string_equal(gs_wd_reason_name(GS_WD_N_REASONS), "unknown");
 }
 
@@ -303,6 +330,7 @@ int main(void)
                 cmocka_unit_test(test_grace),
                 cmocka_unit_test(test_compute_over_share_cap_only),
                 cmocka_unit_test(test_truncated_output_counts_all),
+                cmocka_unit_test(test_books_forged),
                 cmocka_unit_test(test_reason_names),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);

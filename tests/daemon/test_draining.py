@@ -1,0 +1,77 @@
+# SPDX-License-Identifier: Apache-2.0
+"""A slice's memory is counted until every process that holds it is gone
+(issue 13): the slice's first process starts a grandchild that leaves its
+tree (setsid, double fork) and holds 2 GiB, then exits. The slice is not
+freed: it stays `draining` in ls (with the grandchild's memory, by NVML),
+and a second slice that would over-commit the GPU is refused. Once the
+grandchild is gone by simgpu's ground truth, the slice is freed and the
+second slice fits."""
+import json
+import os
+import signal
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from wdtest import *  # noqa
+
+
+def ls_slice(w, sid):
+    r = w.cli("ls", "--json")
+    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
+    for g in json.loads(r.stdout)["gpus"]:
+        for s in g["slices"]:
+            if s["id"] == sid:
+                return s
+    return None
+
+
+w = World("draining", devices=1, memory="16Gi", ctx_overhead="256Mi")
+try:
+    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
+        print("SKIP: gs_alloc_hold or the shim is not built")
+        sys.exit(SKIP)
+    w.start_daemon("--watch-interval", "250")
+    h = Holder(w, 'setsid /bin/sh -c \'"$HOLD" 2147483648 > "$DIR/g.out" &\'; '
+                  'while ! grep -q ready "$DIR/g.out" 2>/dev/null; do sleep 0.05; done; exit 0')
+    t, items = w.create(h.p.pid, 600, memory=4 * GIB)
+    check(t == REPLY | CREATE, "create A: %r" % (items,))
+    sid = get(items, "slice")
+    h.go(items)
+    check(wait_ready(os.path.join(w.dir, "g.out")) == "ready", "the grandchild failed")
+    held = [p for p in w.smi()["processes"] if p.get("alive", True) and
+            p["used_bytes"] >= 2 * GIB]
+    check(len(held) == 1, "simgpu processes: %r" % w.smi()["processes"])
+    g = held[0]["pid"]
+    STRAYS.append(g)
+    h.p.wait(timeout=10)
+    with open("/proc/%d/stat" % g) as f:
+        ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+    check(ppid != h.p.pid, "the grandchild is still below the slice's process")
+
+    # The slice's process is gone; its grandchild still holds 2 GiB.
+    w.wait_for(lambda: (ls_slice(w, sid) or {}).get("state") == "draining", timeout=5,
+               what="slice %s draining: %r" % (sid, ls_slice(w, sid)))
+    s = ls_slice(w, sid)
+    check(s["memory_used_bytes"] is not None and s["memory_used_bytes"] >= smi_used(w, g),
+          "a draining slice shows its grandchild's memory: %r (truth %r)" % (s, smi_used(w, g)))
+    r = w.cli("ls")
+    check(r.returncode == 0 and "draining" in r.stdout, "ls table: %s" % r.stdout)
+    other = w.spawn_sleeper()
+    t, items = w.create(other.pid, 600)
+    check(t == ERROR, "a second 600m slice over-commits the GPU while %s drains: %r" %
+          (sid, items))
+    check(smi_used(w, g) == 2 * GIB + 256 * MIB, "the grandchild's memory by simgpu")
+
+    # The grandchild goes: the driver frees its memory, the daemon the slice.
+    os.kill(g, signal.SIGKILL)
+    w.wait_for(lambda: not smi_used(w, g), timeout=5, what="the grandchild's memory freed")
+    w.wait_for(lambda: ls_slice(w, sid) is None, timeout=5, what="slice %s freed" % sid)
+    t, items = w.create(other.pid, 600)
+    check(t == REPLY | CREATE, "the second slice once the first is freed: %r" % (items,))
+    check("no process of it holds GPU memory" in w.log_text(), "the log says why it was freed")
+    print("PASS")
+finally:
+    for p in w.children:
+        kill_tree(p.pid)
+    kill_strays()
+    w.cleanup()
