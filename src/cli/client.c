@@ -3,6 +3,7 @@
 #include "client.h"
 
 #include <fcntl.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <libgen.h>
 #include <poll.h>
@@ -192,12 +193,44 @@ static int check_socket_dir(const char *sock, struct gs_error **err)
         return r == -ENOENT ? 0 : r;
 }
 
+/* Whether the caller is in the group GS_LOCAL_GROUP but the socket sock
+ * is not that group's: a daemon started before the group existed keeps its
+ * socket root's until it starts again (it hands the socket over at start). */
+static bool member_shut_out(const char *sock, char *ret_group, size_t size)
+{
+        struct group *g = getgrnam(GS_LOCAL_GROUP);
+        gid_t groups[256];
+        struct stat st;
+        int n = getgroups((int)GS_ARRAY_SIZE(groups), groups);
+        bool member = g && getegid() == g->gr_gid;
+
+        for (int i = 0; g && i < n; i++)
+                member = member || groups[i] == g->gr_gid;
+        if (!member || stat(sock, &st) < 0 || st.st_gid == g->gr_gid)
+                return false;
+        struct group *o = getgrgid(st.st_gid);
+        if (o)
+                snprintf(ret_group, size, "%s", o->gr_name);
+        else
+                snprintf(ret_group, size, "%u", (unsigned)st.st_gid);
+        return true;
+}
+
 /* Nothing answers at t: say what to do. */
 static int refuse(const struct target *t, const struct cli_conn_opts *opts, int r,
                   struct gs_error **err)
 {
         bool absent = r == -ENOENT || r == -ECONNREFUSED;
+        char owner[64];
 
+        if (t->system && (r == -EACCES || r == -EPERM) &&
+            member_shut_out(t->sock, owner, sizeof(owner)))
+                return gs_error_set(err, r,
+                                    "gpusliced at %s does not let the group " GS_LOCAL_GROUP
+                                    " in, though you are in it: its socket is the group %s's "
+                                    "(the daemon started before the group existed); restart "
+                                    "it (systemctl restart gpusliced)",
+                                    t->sock, owner);
         if (t->system && (absent || r == -EACCES || r == -EPERM))
                 return gs_error_set(err, r,
                                     "no gpuslice daemon at %s: start it (systemctl start gpusliced) "

@@ -14,7 +14,11 @@ user in the group gpuslice (issue 15, "Done when"):
     --system gpuslice`, before the daemon starts, as the README says), then
     "root's first `run` starts it", from the build tree with the README's
     `export PATH=...`; then the member again;
- and in both, a user NOT in the group gets the refusal the README promises
+ C. the group made after root's first run started the daemon (which hands its
+    socket to the group only at start, docs/daemon.md): the member is told
+    to restart the daemon, not to join the group it is in; after the restart
+    the member's commands work;
+ and in each, a user NOT in the group gets the refusal the README promises
  (`ask to be added to the group gpuslice`) and no private daemon.
 
 The machine: a mount and pid namespace of its own (unshare), with tmpfs on
@@ -209,6 +213,28 @@ def users_run(build, path, where):
               "%s: the non-member got a private daemon: %r" % (where, r.stderr))
 
 
+def stop_daemons():
+    """Every gpusliced of this namespace stopped (SIGTERM), as systemctl
+    stop would; the ones root's run started are no child of ours."""
+    pids = []
+    for p in [p for p in os.listdir("/proc") if p.isdigit()]:
+        try:
+            if open("/proc/%s/comm" % p).read().strip() == "gpusliced":
+                pids.append(int(p))
+        except OSError:
+            pass
+    for pid in pids:
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + 30
+    while any(os.path.exists("/proc/%d/comm" % p) for p in pids):
+        try:
+            os.waitpid(-1, os.WNOHANG)  # orphans are ours, pid 1's, to reap
+        except ChildProcessError:
+            pass
+        check(time.monotonic() < deadline, "gpusliced did not stop on SIGTERM within 30 s")
+        time.sleep(0.05)
+
+
 def stop(proc):
     proc.send_signal(signal.SIGTERM)
     try:
@@ -272,6 +298,29 @@ def main():
         check(os.path.exists("/run/gpuslice/gpusliced.sock"), "root's first run: no machine daemon")
         add_users()
         users_run(build, path, "the build tree, root's first run's daemon")
+        stop_daemons()
+        del_users()
+
+        # C. The group made after the daemon started (docs/daemon.md: it takes
+        # effect at the daemon's next start): the member is told so, not to
+        # ask for the group it is in; once the daemon started again, it works.
+        shutil.rmtree("/run/gpuslice")
+        fresh_etc()
+        r = as_user("root", ["gpuslice", "run", "--gpu", "300m", "--", QS + "/serve-model"], path)
+        check(r.returncode == 0 and "starting gpusliced" in r.stderr,
+              "C: root's first run: exit %d %r" % (r.returncode, r.stderr))
+        r = sh("groupadd", "--system", "gpuslice")
+        check(r.returncode == 0, "groupadd --system gpuslice: %s" % r.stderr)
+        add_users()
+        r = as_user(MEMBER, ["gpuslice", "run", "--gpu", "300m", "--", QS + "/serve-model"], path)
+        check(r.returncode != 0 and "though you are in it" in r.stderr and "restart" in r.stderr,
+              "C: the member of a group made after the daemon started is not told to restart "
+              "it: exit %d %r" % (r.returncode, r.stderr))
+        stop_daemons()
+        r = as_user("root", ["gpuslice", "run", "--gpu", "300m", "--", QS + "/serve-model"], path)
+        check(r.returncode == 0 and "starting gpusliced" in r.stderr,
+              "C: root's run after the restart: exit %d %r" % (r.returncode, r.stderr))
+        users_run(build, path, "the daemon started again after the group was made")
     finally:
         del_users()
     print("PASS")
