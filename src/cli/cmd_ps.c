@@ -110,8 +110,9 @@ static void fill_row(const struct cli_slice *s, int64_t now, struct row *r)
         else
                 snprintf(r->cell[COL_PID], sizeof(r->cell[0]), "-");
         age_text(now - s->created, age, sizeof(age));
-        if (s->stopping)
-                snprintf(r->cell[COL_STATUS], sizeof(r->cell[0]), "%s", "stopping");
+        if (s->draining || s->stopping)
+                snprintf(r->cell[COL_STATUS], sizeof(r->cell[0]), "%s",
+                         s->draining ? "draining" : "stopping");
         else
                 snprintf(r->cell[COL_STATUS], sizeof(r->cell[0]), "up %s", age);
         snprintf(r->cell[COL_POLICY], sizeof(r->cell[0]), "%s", s->policy);
@@ -222,7 +223,7 @@ static void print_json(const struct cli_listing *l, int64_t now)
                 json_string_or_null(s->overuse);
                 printf(", \"status\": \"%s\", \"created_unix_seconds\": %" PRId64
                        ", \"age_seconds\": %" PRId64,
-                       s->stopping ? "stopping" : "running", s->created,
+                       s->draining ? "draining" : s->stopping ? "stopping" : "running", s->created,
                        GS_MAX(now - s->created, (int64_t)0));
                 printf(", \"up_pid\": ");
                 if (s->up_pid > 0)
