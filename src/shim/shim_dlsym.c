@@ -439,14 +439,14 @@ __asm__(".text\n"
 #else
 /* Other architectures: C wrappers. RTLD_NEXT lookups and dlopen's search
  * paths are answered relative to this library rather than to the caller
- * (documented limitation). */
+ * (documented limitation). The shim_*_entry functions are what a lookup of
+ * the names answers; the exported ones call them. */
 static void *answer(void *p)
 {
         return p == DL_NULL ? NULL : p;
 }
 
-SHIM_EXPORT void *dlsym(void *handle, const char *name);
-void *dlsym(void *handle, const char *name)
+void *shim_dlsym_entry(void *handle, const char *name)
 {
         void *p = shim_dlsym_lookup(handle, name);
         if (p || !shim_real_dlsym)
@@ -454,8 +454,7 @@ void *dlsym(void *handle, const char *name)
         return REAL_DLSYM(handle, name);
 }
 
-SHIM_EXPORT void *dlvsym(void *handle, const char *name, const char *version);
-void *dlvsym(void *handle, const char *name, const char *version)
+void *shim_dlvsym_entry(void *handle, const char *name, const char *version)
 {
         void *p = shim_dlvsym_lookup(handle, name, version);
         if (p || !shim_real_dlvsym)
@@ -463,15 +462,13 @@ void *dlvsym(void *handle, const char *name, const char *version)
         return ((dlvsym_fn *)shim_real_dlvsym)(handle, name, version);
 }
 
-SHIM_EXPORT void *dlopen(const char *file, int mode);
-void *dlopen(const char *file, int mode)
+void *shim_dlopen_entry(const char *file, int mode)
 {
         int m = shim_dlopen_mode(file, mode);
         return shim_real_dlopen ? ((dlopen_fn *)shim_real_dlopen)(file, m) : NULL;
 }
 
-SHIM_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode);
-void *dlmopen(Lmid_t lmid, const char *file, int mode)
+void *shim_dlmopen_entry(Lmid_t lmid, const char *file, int mode)
 {
         int m = shim_dlmopen_mode(lmid, file, mode);
         if (m == -1)
@@ -479,9 +476,27 @@ void *dlmopen(Lmid_t lmid, const char *file, int mode)
         return shim_real_dlmopen ? ((dlmopen_fn *)shim_real_dlmopen)(lmid, file, m) : NULL;
 }
 
-void *shim_dlsym_entry(void *handle, const char *name) __attribute__((alias("dlsym")));
-void *shim_dlvsym_entry(void *handle, const char *name, const char *version)
-        __attribute__((alias("dlvsym")));
-void *shim_dlopen_entry(const char *file, int mode) __attribute__((alias("dlopen")));
-void *shim_dlmopen_entry(Lmid_t lmid, const char *file, int mode) __attribute__((alias("dlmopen")));
+SHIM_EXPORT void *dlsym(void *handle, const char *name);
+void *dlsym(void *handle, const char *name)
+{
+        return shim_dlsym_entry(handle, name);
+}
+
+SHIM_EXPORT void *dlvsym(void *handle, const char *name, const char *version);
+void *dlvsym(void *handle, const char *name, const char *version)
+{
+        return shim_dlvsym_entry(handle, name, version);
+}
+
+SHIM_EXPORT void *dlopen(const char *file, int mode);
+void *dlopen(const char *file, int mode)
+{
+        return shim_dlopen_entry(file, mode);
+}
+
+SHIM_EXPORT void *dlmopen(Lmid_t lmid, const char *file, int mode);
+void *dlmopen(Lmid_t lmid, const char *file, int mode)
+{
+        return shim_dlmopen_entry(lmid, file, mode);
+}
 #endif
