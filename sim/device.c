@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 struct sim_global sim_g = { .once = PTHREAD_ONCE_INIT, .mu = PTHREAD_MUTEX_INITIALIZER };
 
@@ -89,6 +90,7 @@ static void do_init(void)
                 return;
         }
         sim_g.proc = r;
+        sim_g.pid = getpid();
         parse_visible();
         if (sim_g.nvis == 0) {
                 sim_g.init_rc = CUDA_ERROR_NO_DEVICE;

@@ -27,6 +27,17 @@ uint64_t sim_round(uint64_t b)
         return (b + SIM_GRANULE - 1) & ~(SIM_GRANULE - 1);
 }
 
+/* Under the lock: our process record is still ours. It is not once the
+ * image's descriptor of the state file was closed and a reaper returned
+ * everything the process held (as the real driver does when its device
+ * files are closed): the process's driver calls that charge or give back
+ * memory then fail or do nothing, so nothing is counted twice or lost. */
+static bool record_ours(const struct sim_state *st)
+{
+        const struct sim_proc_rec *p = &st->proc[sim_g.proc];
+        return p->state == SIM_PROC_ALIVE && p->pid == sim_g.pid;
+}
+
 CUresult sim_charge(int dev, uint64_t bytes)
 {
         struct sim_state *st = sim_g.st;
@@ -34,6 +45,12 @@ CUresult sim_charge(int dev, uint64_t bytes)
                 return CUDA_SUCCESS;
         sim_lock(st);
         sim_reap(st, false);
+        if (!record_ours(st)) {
+                sim_unlock(st);
+                sim_log("process %d: its driver descriptor is gone; allocation refused",
+                        (int)sim_g.pid);
+                return CUDA_ERROR_OPERATING_SYSTEM;
+        }
         struct sim_dev_rec *d = &st->dev[dev];
         if (bytes > d->total || d->used > d->total - bytes) {
                 sim_reap(st, true); /* a dead process may hold what we need */
@@ -54,10 +71,12 @@ void sim_uncharge(int dev, uint64_t bytes)
         if (bytes == 0)
                 return;
         sim_lock(st);
-        struct sim_dev_rec *d = &st->dev[dev];
-        d->used = d->used >= bytes ? d->used - bytes : 0;
-        uint64_t *u = &st->proc[sim_g.proc].used[dev];
-        *u = *u >= bytes ? *u - bytes : 0;
+        if (record_ours(st)) { /* else the reaper gave it all back already */
+                struct sim_dev_rec *d = &st->dev[dev];
+                d->used = d->used >= bytes ? d->used - bytes : 0;
+                uint64_t *u = &st->proc[sim_g.proc].used[dev];
+                *u = *u >= bytes ? *u - bytes : 0;
+        }
         sim_unlock(st);
 }
 

@@ -135,6 +135,7 @@ struct sim_global {
         struct sim_attach att;
         struct sim_state *st;
         int proc; /* our process slot */
+        pid_t pid; /* ours, when the slot was taken */
         int nvis;
         int vis[SIM_MAX_DEVICES]; /* ordinal -> physical device */
         pthread_mutex_t mu;       /* process-local tables */

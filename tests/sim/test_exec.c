@@ -2,8 +2,8 @@
 /* An execve ends the old image's use of the GPU, as with the real driver
  * (its descriptors are close-on-exec): a process that allocated and then
  * execs shows none of that memory in simgpu's ground truth (simgpu-smi),
- * whether the new image uses CUDA (it shows only its own) or not.
- * 64 MiB context overhead (ENV). */
+ * whether the new image uses CUDA (it shows only its own) or not; and so
+ * does closing libcuda's descriptor. 64 MiB context overhead (ENV). */
 #include "simtest.h"
 
 #include <fcntl.h>
@@ -93,6 +93,50 @@ static uint64_t dev_used(void)
         return d.used;
 }
 
+/* A process that closes libcuda's descriptor of the state file (as it could
+ * close the real driver's device files) ends its use of the GPU: the reaper
+ * returns what it held, and its later allocations are refused, never
+ * charged to a record that is no longer its own. */
+static void closed_descriptor(void)
+{
+        int up[2], down[2];
+        CT_ASSERT(pipe(up) == 0 && pipe(down) == 0, "pipe");
+        pid_t pid = fork();
+        CT_ASSERT(pid >= 0, "fork");
+        if (pid == 0) {
+                CUdevice dev;
+                CUcontext ctx;
+                ct_setup(&dev, &ctx);
+                CUdeviceptr p, q;
+                CT_CHECK(cuMemAlloc(&p, 256 * MiB));
+                for (int fd = 3; fd < 1024; fd++)
+                        if (fd != up[1] && fd != down[0])
+                                close(fd);
+                char c = 'c';
+                CT_ASSERT(write(up[1], &c, 1) == 1, "write");
+                CT_ASSERT(read(down[0], &c, 1) == 1, "read");
+                CT_ASSERT(cuMemAlloc(&q, 64 * MiB) != CUDA_SUCCESS, "allocated without its descriptor");
+                CT_CHECK(cuMemFree(p));
+                CT_ASSERT(write(up[1], &c, 1) == 1, "write");
+                _exit(0);
+        }
+        close(up[1]);
+        close(down[0]);
+        char c;
+        CT_ASSERT(read(up[0], &c, 1) == 1, "child");
+        struct ct_smi_proc pr;
+        int listed = ct_smi_proc(pid, 0, &pr);
+        CT_ASSERT(listed < 0 || !pr.alive || pr.used_bytes == 0, "still charged: %llu", pr.used_bytes);
+        CT_ASSERT(dev_used() == 0, "device used %llu", (unsigned long long)dev_used());
+        CT_ASSERT(write(down[1], &c, 1) == 1, "write");
+        CT_ASSERT(read(up[0], &c, 1) == 1, "child");
+        CT_ASSERT(dev_used() == 0, "after its late free: device used %llu",
+                  (unsigned long long)dev_used());
+        CT_ASSERT(st_wait(pid) == 0, "child failed");
+        close(up[0]);
+        close(down[1]);
+}
+
 int main(int argc, char **argv)
 {
         if (argc == 4) {
@@ -121,6 +165,7 @@ int main(int argc, char **argv)
         CT_ASSERT(dev_used() == OVERHEAD + 32 * MiB, "device used %llu",
                   (unsigned long long)dev_used());
         finish(pid, in, release);
+        closed_descriptor();
         printf("exec: ok\n");
         return 0;
 }
