@@ -6,6 +6,8 @@
  * the last close frees it. The bytes are shared for real. */
 #include "simtest.h"
 
+#include "gpuslice/nvml.h"
+
 #define OVERHEAD (64 * MiB)
 
 static int up[2], down[2]; /* child -> parent, parent -> child */
@@ -24,6 +26,20 @@ static uint64_t used_of(pid_t pid)
 {
         struct ct_smi_proc p;
         return ct_smi_proc(pid, 0, &p) == 0 && p.alive ? p.used_bytes : 0;
+}
+
+/* What NVML's per-process list shows for pid on GPU 0 (0 if not listed). */
+static uint64_t nvml_used_of(pid_t pid)
+{
+        nvmlDevice_t d;
+        CT_ASSERT(nvmlDeviceGetHandleByIndex(0, &d) == NVML_SUCCESS, "NVML handle");
+        nvmlProcessInfo_t info[16];
+        unsigned n = 16;
+        CT_ASSERT(nvmlDeviceGetComputeRunningProcesses(d, &n, info) == NVML_SUCCESS, "NVML processes");
+        for (unsigned i = 0; i < n; i++)
+                if (info[i].pid == (unsigned)pid)
+                        return info[i].usedGpuMemory;
+        return 0;
 }
 
 static uint64_t dev_used(void)
@@ -108,6 +124,7 @@ int main(void)
         CUcontext ctx;
         ct_setup(&dev, &ctx);
         pid_t me = getpid();
+        CT_ASSERT(nvmlInit() == NVML_SUCCESS, "nvmlInit");
 
         /* 1. export, import, the exporter frees, the importer closes */
         CUdeviceptr p;
@@ -128,6 +145,8 @@ int main(void)
         CT_ASSERT(used_of(me) == OVERHEAD + 256 * MiB, "exporter %llu", (unsigned long long)used_of(me));
         CT_ASSERT(used_of(imp) == OVERHEAD, "an import is not charged while the exporter holds it: %llu",
                   (unsigned long long)used_of(imp));
+        CT_ASSERT(nvml_used_of(imp) == OVERHEAD, "NVML: the importer %llu",
+                  (unsigned long long)nvml_used_of(imp));
         CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB, "device %llu", (unsigned long long)dev_used());
         CT_CHECK(cuMemFree(p));
         CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB,
@@ -135,6 +154,9 @@ int main(void)
         CT_ASSERT(used_of(me) == OVERHEAD, "the exporter freed it: %llu", (unsigned long long)used_of(me));
         CT_ASSERT(used_of(imp) == OVERHEAD + 256 * MiB, "the importer keeps it alive: %llu",
                   (unsigned long long)used_of(imp));
+        CT_ASSERT(nvml_used_of(imp) == OVERHEAD + 256 * MiB && nvml_used_of(me) == OVERHEAD,
+                  "NVML's per-process figures agree: importer %llu, exporter %llu",
+                  (unsigned long long)nvml_used_of(imp), (unsigned long long)nvml_used_of(me));
         say(down[1], &c, 1);
         hear(up[0], &c, 1);
         CT_ASSERT(used_of(imp) == OVERHEAD, "closed: %llu", (unsigned long long)used_of(imp));
