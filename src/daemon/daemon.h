@@ -53,6 +53,7 @@ struct follow {
         struct node_watch w;
         char id[GS_SLICE_ID_MAX + 1];
         pid_t up_pid;             /* the `gpuslice up` supervising it (create's up_spec); 0: none */
+        uid_t up_uid;             /* its uid (SO_PEERCRED at create) */
         int up_pidfd;             /* pins up_pid; -1 when none */
         char *up_spec;            /* the spec that `up` runs (malloc'd); NULL: none */
         int64_t kill_at_ms;       /* stopping (GS_MSG_STOP): SIGKILL due then; 0: not stopping */

@@ -377,6 +377,7 @@ static void follow_set_up(struct daemon *d, const char *id, const struct conn *c
                 return;
         }
         f->up_pid = c->pid;
+        f->up_uid = c->uid;
         f->up_pidfd = fd;
 }
 
@@ -528,7 +529,8 @@ static int handle_events(struct daemon *d, const struct gs_proto_msg *m,
 /* Stop a slice's process (target=slice, the default): SIGTERM now, SIGKILL
  * once grace_ms is over (slices_stop_tick); its exit frees the slice. Or
  * (target=up) SIGTERM to the `gpuslice up` that supervises it, which stops
- * every API it runs. Only the slice's owner or root may. */
+ * every API it runs. Only the slice's owner or root may; for target=up,
+ * only the uid of that up or root (root may have made a user's slice). */
 static int handle_stop(struct daemon *d, const struct conn *c, const struct gs_proto_msg *m,
                        struct gs_proto_builder *reply, struct gs_error **err)
 {
@@ -562,6 +564,12 @@ static int handle_stop(struct daemon *d, const struct conn *c, const struct gs_p
                 if (f->up_pidfd < 0)
                         return gs_error_set(err, -ESRCH, "slice %s is not run by `gpuslice up`",
                                             id);
+                /* root may make a slice for a user's process: its up is root's */
+                if (c->uid != 0 && c->uid != f->up_uid)
+                        return gs_error_set(err, -EPERM,
+                                            "the `gpuslice up` of slice %s runs as uid %u; only "
+                                            "that user or root may stop it (you are uid %u)",
+                                            id, (unsigned)f->up_uid, (unsigned)c->uid);
                 if ((r = pidfd_signal(f->up_pidfd, SIGTERM)) < 0)
                         return gs_error_set(err, r, "cannot signal `gpuslice up` (pid %d): %s",
                                             (int)f->up_pid, strerror(-r));

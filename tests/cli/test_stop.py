@@ -62,6 +62,33 @@ try:
               "stop by another user, by name: %d %r" % (r.returncode, r.stderr))
         check(keeper.poll() is None and len(w.slices()) == 1 and holds_memory(w, pid),
               "another user's stop stopped the slice")
+
+        # A slice root made for nobody's process, recorded as run by a
+        # `gpuslice up` that is root's (this test): nobody owns the slice but
+        # may not stop that up (the daemon would SIGTERM this test).
+        napper = subprocess.Popen(["setpriv", "--reuid=nobody", "--regid=nogroup",
+                                   "--clear-groups", "sleep", "60"])
+        w.children.append(napper)
+
+        def napping():  # setpriv has switched to nobody and run sleep
+            try:
+                with open("/proc/%d/status" % napper.pid) as f:
+                    st = dict(l.split(":", 1) for l in f.read().splitlines() if ":" in l)
+                return st["Name"].strip() == "sleep" and \
+                    st["Uid"].split()[0] == str(pwd.getpwnam("nobody").pw_uid)
+            except OSError:
+                return False
+        w.wait_for(napping, what="sleep as nobody")
+        t, items = w.call(CREATE, [("gpu_milli", 100), ("pid", napper.pid),
+                                   ("up_spec", "/nonexistent/apis.yaml")])
+        check(t == REPLY | CREATE and get(items, "slice_up_pid") == str(os.getpid()),
+              "root's slice for nobody's process with up_spec: %r" % (items,))
+        r = as_nobody("down")
+        check(r.returncode == 1 and "runs as uid 0" in r.stderr,
+              "down of root's up by the slice's owner: %d %r" % (r.returncode, r.stderr))
+        napper.kill()
+        napper.wait()
+        w.wait_for(lambda: len(w.slices()) == 1, what="nobody's slice freed")
     else:
         skipped = " (the other-user part skipped: needs root and setpriv)"
 
