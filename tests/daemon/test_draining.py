@@ -5,11 +5,12 @@ tree (setsid, double fork) and holds 2 GiB, then exits. The slice is not
 freed: it stays `draining` in ls (with the grandchild's memory, by NVML),
 and a second slice that would over-commit the GPU is refused. Once the
 grandchild is gone by simgpu's ground truth, the slice is freed and the
-second slice fits."""
+second slice fits. A daemon restarted meanwhile keeps the slice draining."""
 import json
 import os
 import signal
 import sys
+import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
@@ -61,6 +62,16 @@ try:
     check(t == ERROR, "a second 600m slice over-commits the GPU while %s drains: %r" %
           (sid, items))
     check(smi_used(w, g) == 2 * GIB + 256 * MIB, "the grandchild's memory by simgpu")
+
+    # A restarted daemon keeps it draining: its process is gone, not its memory.
+    w.daemon.terminate()
+    w.daemon.wait(timeout=10)
+    w.start_daemon("--watch-interval", "250")
+    time.sleep(0.6)
+    check((ls_slice(w, sid) or {}).get("state") == "draining",
+          "after a restart: %r" % ls_slice(w, sid))
+    t, items = w.create(other.pid, 600)
+    check(t == ERROR, "a 600m slice over-commits the GPU after the restart: %r" % (items,))
 
     # The grandchild goes: the driver frees its memory, the daemon the slice.
     os.kill(g, signal.SIGKILL)
