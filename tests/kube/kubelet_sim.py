@@ -269,6 +269,7 @@ class Node:
                 "GPUSLICE_SIM_LIBDIR": lib,
                 "GPUSLICE_SOCKET": self.daemon_sock,
                 "GPUSLICE_STATE_DIR": self.state_dir,
+                "GPUSLICE_LOG_DIR": os.path.join(self.tmp, "logs"),  # slices' logs, not /var/log
             })
             os.mkdir(self.env["SIMGPU_DIR"])
         else:

@@ -43,7 +43,8 @@ class Node:
         self.env = dict(os.environ, SIMGPU_DIR=os.path.join(self.tmp, "simgpu"),
                         SIMGPU_DEVICES=str(gpus), SIMGPU_MEMORY=str(16 * GIB),
                         GPUSLICE_SIM_LIBDIR=SIMLIB, GPUSLICE_SOCKET=self.sock,
-                        GPUSLICE_STATE_DIR=self.state)
+                        GPUSLICE_STATE_DIR=self.state,
+                        GPUSLICE_LOG_DIR=os.path.join(self.tmp, "logs"))  # slices' logs
         os.makedirs(self.env["SIMGPU_DIR"])
         self.extra = list(extra)
         self.api = ApiServerSim(os.path.join(self.tmp, "api"), os.environ["GS_NPM_DIR"])
