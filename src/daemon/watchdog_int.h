@@ -36,7 +36,7 @@ struct seen {
         uint64_t start;
         char slice[GS_SLICE_ID_MAX + 1];
         uint64_t last; /* sample number it was last listed by NVML */
-        bool claimed;  /* mapped by its books slot only (wd_books_claim): never killed */
+        bool claimed;  /* mapped by its books slot only (wd_books_claim) */
 };
 
 /* A GPU process's mapping, kept across samples (watchdog_cache.c). */
@@ -156,7 +156,8 @@ void wd_act(struct wd_state *w, const struct gs_wd_snapshot *snap, const struct 
 int wd_books_claim(struct wd_state *w, pid_t pid);
 
 /* Whether pid is in its slice by its books slot only (the tenant's word):
- * counted there, reported, but never killed for it. */
+ * counted there and reported, but killed only under --kill-unsliced (as
+ * it would be without the slot). */
 bool wd_pid_claimed(const struct wd_state *w, pid_t pid);
 
 /* After a sample's mapping (watchdog_slices.c): each slice's NVML figures
