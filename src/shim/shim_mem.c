@@ -244,7 +244,11 @@ CUresult shim_w_cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t Wid
 {
         SHIM_ENTER(cuMemAllocPitch_v2,
                    REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes));
+        /* What the driver refuses gets its answer, before any charge: an
+         * element size other than 4, 8 or 16 is CUDA_ERROR_INVALID_VALUE,
+         * not out of memory. */
         if (!dptr || !pPitch || !WidthInBytes || !Height ||
+            (ElementSizeBytes != 4 && ElementSizeBytes != 8 && ElementSizeBytes != 16) ||
             WidthInBytes > UINT64_MAX / 2 / Height)
                 return REAL(cuMemAllocPitch_v2)(dptr, pPitch, WidthInBytes, Height, ElementSizeBytes);
         /* Reserve for the widest pitch the driver may choose (512-byte

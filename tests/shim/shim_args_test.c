@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: Apache-2.0 */
 /* The shim refuses what the driver refuses before it charges or computes
  * anything (issue 13, hardening): array, 3D array and mipmapped array
- * descriptors a driver refuses, and level counts no array has. Each call
+ * descriptors a driver refuses, level counts no array has, and pitched
+ * allocations with an element size other than 4, 8 or 16. Each call
  * must return simgpu's own answer (found by asking simgpu directly, outside
  * the shim: the scenario's parent runs the same calls unhooked first), and
  * neither simgpu's ground truth (simgpu-smi, outside the shim) nor the
@@ -23,8 +24,9 @@ static const char conf[] = "version = 1\nslice = test\ngpu_uuid = %UUID%\n"
                            "memory_limit = 1073741824\ncompute_milli = 1000\n"
                            "context_overhead = 67108864\nslice_dir = %DIR%\n";
 
-/* One call: a 3D descriptor, how it is created, and a level count. */
-enum how { H_2D, H_3D, H_MIP };
+/* One call: a 3D descriptor, how it is created, and a level count (for
+ * cuMemAllocPitch: Width bytes by Height rows, `levels` the element size). */
+enum how { H_2D, H_3D, H_MIP, H_PITCH };
 struct call {
         const char *what;
         enum how how;
@@ -53,6 +55,11 @@ static const struct call calls[] = {
         { "3D, height 2^62", H_3D,
           { .Width = 8, .Height = 1ull << 62, .Depth = 2, .Format = CU_AD_FORMAT_FLOAT, .NumChannels = 1 },
           1 },
+        /* 2 GiB at any pitch: past the 1 GiB cap, so a shim that charges
+         * before it checks the element size answers out of memory */
+        { "pitch, element size 3", H_PITCH, { .Width = 65536, .Height = 32768 }, 3 },
+        { "pitch, element size 32", H_PITCH, { .Width = 65536, .Height = 32768 }, 32 },
+        { "pitch, element size 0", H_PITCH, { .Width = 65536, .Height = 32768 }, 0 },
 };
 #define N_CALLS (sizeof(calls) / sizeof(calls[0]))
 
@@ -60,6 +67,14 @@ static const struct call calls[] = {
 static CUresult make(const struct call *c)
 {
         CUresult r;
+        if (c->how == H_PITCH) {
+                CUdeviceptr p;
+                size_t pitch;
+                r = cuMemAllocPitch(&p, &pitch, c->d.Width, c->d.Height, c->levels);
+                if (r == CUDA_SUCCESS)
+                        CU_OK(cuMemFree(p));
+                return r;
+        }
         if (c->how == H_MIP) {
                 CUmipmappedArray m;
                 r = cuMipmappedArrayCreate(&m, &c->d, c->levels);
