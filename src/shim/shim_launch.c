@@ -10,7 +10,9 @@
  * asks the inline fast path (shim_gate_fast: the thread's lease still
  * current, its queue has room; no call, no syscall, no lock); admitted,
  * the driver is its only call. Anything else goes to the hook's cold slow
- * twin: start-up, the gate proper (shim_gate_enter), the probe. The
+ * twin: start-up, the gate proper (shim_gate_enter), the probe, a launch
+ * on a thread already inside a hooked call (the driver's own, passed
+ * through; a signal handler's, refused: shim_nested_ok). The
  * figure, instructions added per launch under callgrind with the gate on
  * and off, is bench/run-shim.sh's. */
 #include "shim.h"
@@ -18,62 +20,72 @@
 
 /* The exported hook: a launch the fast path admits calls the driver with
  * nothing else on the way (its only call); anything else is the slow
- * twin's, told whether the launch is counted in flight already. The
- * driver's own nested launches (depth > 0) are not gated twice. */
-#define FAST(hook, ptsz, stream, ...)                                         \
-        do {                                                                  \
-                shim_t_##hook *f_ = REAL(hook);                               \
-                if (__builtin_expect(f_ && !shim_gate_on, 1))                 \
-                        return f_(__VA_ARGS__);                               \
-                if (__builtin_expect(!f_ || shim_depth > 0, 0))               \
-                        return slow_##hook(false, __VA_ARGS__);               \
-                shim_gate_inflight_inc();                                     \
+ * twin's, told whether the launch is counted in flight already and, for a
+ * launch nested in a hooked call (depth > 0), the hook's return address:
+ * the slow twin passes the driver's own nested launches through (not
+ * gated twice) and refuses any other. The depth test is the one it was
+ * (a TLS load, on the branch that already tests the real pointer). */
+#define FAST(hook, ptsz, stream, ...)                                                           \
+        do {                                                                                    \
+                shim_t_##hook *f_ = REAL(hook);                                                 \
+                if (__builtin_expect(f_ && !shim_gate_on, 1))                                   \
+                        return f_(__VA_ARGS__);                                                 \
+                if (__builtin_expect(!f_ || shim_depth > 0, 0))                                 \
+                        return slow_##hook(false, __builtin_return_address(0), __VA_ARGS__);    \
+                shim_gate_inflight_inc();                                                       \
                 if (__builtin_expect(!shim_gate_fast((ptsz) && !(stream) ? CU_STREAM_PER_THREAD \
-                                                                        : (stream)), 0)) \
-                        return slow_##hook(true, __VA_ARGS__);                \
-                ++shim_depth;                                                 \
-                CUresult r_ = f_(__VA_ARGS__);                                \
-                --shim_depth;                                                 \
-                shim_gate_inflight_dec();                                     \
-                return r_;                                                    \
+                                                                         : (stream)),           \
+                                     0))                                                        \
+                        return slow_##hook(true, NULL, __VA_ARGS__);                            \
+                ++shim_depth;                                                                   \
+                CUresult r_ = f_(__VA_ARGS__);                                                  \
+                --shim_depth;                                                                   \
+                shim_gate_inflight_dec();                                                       \
+                return r_;                                                                      \
         } while (0)
 
 /* The slow twin. The real pointer is NULL only before the first hooked
  * call resolved it (impossible in practice: a launch needs a context, made
- * through a hook). */
-#define SLOW(hook, ptsz, stream, ...)                                                \
-        do {                                                                         \
-                shim_t_##hook *f_ = REAL(hook);                                      \
-                if (!f_) {                                                           \
-                        shim_init();                                                 \
-                        f_ = REAL(hook);                                             \
-                        if (!f_)                                                     \
-                                return CUDA_ERROR_NOT_FOUND;                         \
-                }                                                                    \
-                if (!counted && (!shim_gate_on || shim_depth > 0))                   \
-                        return f_(__VA_ARGS__);                                      \
-                CUstream s_ = (ptsz) && !(stream) ? CU_STREAM_PER_THREAD : (stream); \
-                if (!counted)                                                        \
-                        shim_gate_inflight_inc();                                    \
-                CUresult g_ = shim_gate_enter(s_);                                   \
-                if (g_ != CUDA_SUCCESS) {                                            \
-                        shim_gate_inflight_dec();                                    \
-                        return g_;                                                   \
-                }                                                                    \
-                ++shim_depth;                                                        \
-                CUresult r_ = f_(__VA_ARGS__);                                       \
-                --shim_depth;                                                        \
-                shim_gate_inflight_dec();                                            \
-                if (__builtin_expect(shim_gate_t.probe, 0))                          \
-                        shim_gate_after(s_);                                         \
-                return r_;                                                           \
+ * through a hook). A launch on a thread inside a hooked call with the gate
+ * on passes ungated only when `caller` lies in the driver; a signal
+ * handler's is refused (CUDA_ERROR_NOT_PERMITTED, logged), as the memory
+ * hooks refuse theirs: gating it could wait on a lease, from a handler,
+ * for as long as the interrupted code is held up. */
+#define SLOW(hook, ptsz, stream, ...)                                                             \
+        do {                                                                                      \
+                shim_t_##hook *f_ = REAL(hook);                                                   \
+                if (!f_) {                                                                        \
+                        shim_init();                                                              \
+                        f_ = REAL(hook);                                                          \
+                        if (!f_)                                                                  \
+                                return CUDA_ERROR_NOT_FOUND;                                      \
+                }                                                                                 \
+                if (!counted && shim_depth > 0 && shim_gate_on && !shim_nested_ok(caller, #hook)) \
+                        return CUDA_ERROR_NOT_PERMITTED;                                          \
+                if (!counted && (!shim_gate_on || shim_depth > 0))                                \
+                        return f_(__VA_ARGS__);                                                   \
+                CUstream s_ = (ptsz) && !(stream) ? CU_STREAM_PER_THREAD : (stream);              \
+                if (!counted)                                                                     \
+                        shim_gate_inflight_inc();                                                 \
+                CUresult g_ = shim_gate_enter(s_);                                                \
+                if (g_ != CUDA_SUCCESS) {                                                         \
+                        shim_gate_inflight_dec();                                                 \
+                        return g_;                                                                \
+                }                                                                                 \
+                ++shim_depth;                                                                     \
+                CUresult r_ = f_(__VA_ARGS__);                                                    \
+                --shim_depth;                                                                     \
+                shim_gate_inflight_dec();                                                         \
+                if (__builtin_expect(shim_gate_t.probe, 0))                                       \
+                        shim_gate_after(s_);                                                      \
+                return r_;                                                                        \
         } while (0)
 
 #define SLOW_FN static __attribute__((noinline, cold)) CUresult
 
-SLOW_FN slow_cuLaunchKernel(bool counted, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                            unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
-                            void **params, void **extra)
+SLOW_FN slow_cuLaunchKernel(bool counted, const void *caller, CUfunction f, unsigned gx,
+                            unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                            unsigned shm, CUstream s, void **params, void **extra)
 {
         SLOW(cuLaunchKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
@@ -85,9 +97,9 @@ CUresult shim_w_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
         FAST(cuLaunchKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
 
-SLOW_FN slow_cuLaunchKernel_ptsz(bool counted, CUfunction f, unsigned gx, unsigned gy, unsigned gz,
-                                 unsigned bx, unsigned by, unsigned bz, unsigned shm, CUstream s,
-                                 void **params, void **extra)
+SLOW_FN slow_cuLaunchKernel_ptsz(bool counted, const void *caller, CUfunction f, unsigned gx,
+                                 unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                                 unsigned shm, CUstream s, void **params, void **extra)
 {
         SLOW(cuLaunchKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
@@ -99,8 +111,8 @@ CUresult shim_w_cuLaunchKernel_ptsz(CUfunction f, unsigned gx, unsigned gy, unsi
         FAST(cuLaunchKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params, extra);
 }
 
-SLOW_FN slow_cuLaunchKernelEx(bool counted, const CUlaunchConfig *config, CUfunction f,
-                              void **params, void **extra)
+SLOW_FN slow_cuLaunchKernelEx(bool counted, const void *caller, const CUlaunchConfig *config,
+                              CUfunction f, void **params, void **extra)
 {
         SLOW(cuLaunchKernelEx, false, config ? config->hStream : NULL, config, f, params, extra);
 }
@@ -111,8 +123,8 @@ CUresult shim_w_cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, voi
         FAST(cuLaunchKernelEx, false, config ? config->hStream : NULL, config, f, params, extra);
 }
 
-SLOW_FN slow_cuLaunchKernelEx_ptsz(bool counted, const CUlaunchConfig *config, CUfunction f,
-                                   void **params, void **extra)
+SLOW_FN slow_cuLaunchKernelEx_ptsz(bool counted, const void *caller, const CUlaunchConfig *config,
+                                   CUfunction f, void **params, void **extra)
 {
         SLOW(cuLaunchKernelEx_ptsz, true, config ? config->hStream : NULL, config, f, params,
              extra);
@@ -125,9 +137,9 @@ CUresult shim_w_cuLaunchKernelEx_ptsz(const CUlaunchConfig *config, CUfunction f
              extra);
 }
 
-SLOW_FN slow_cuLaunchCooperativeKernel(bool counted, CUfunction f, unsigned gx, unsigned gy,
-                                       unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                                       unsigned shm, CUstream s, void **params)
+SLOW_FN slow_cuLaunchCooperativeKernel(bool counted, const void *caller, CUfunction f, unsigned gx,
+                                       unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                                       unsigned bz, unsigned shm, CUstream s, void **params)
 {
         SLOW(cuLaunchCooperativeKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
@@ -139,9 +151,10 @@ CUresult shim_w_cuLaunchCooperativeKernel(CUfunction f, unsigned gx, unsigned gy
         FAST(cuLaunchCooperativeKernel, false, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
 
-SLOW_FN slow_cuLaunchCooperativeKernel_ptsz(bool counted, CUfunction f, unsigned gx, unsigned gy,
-                                            unsigned gz, unsigned bx, unsigned by, unsigned bz,
-                                            unsigned shm, CUstream s, void **params)
+SLOW_FN slow_cuLaunchCooperativeKernel_ptsz(bool counted, const void *caller, CUfunction f,
+                                            unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                                            unsigned by, unsigned bz, unsigned shm, CUstream s,
+                                            void **params)
 {
         SLOW(cuLaunchCooperativeKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
@@ -153,7 +166,7 @@ CUresult shim_w_cuLaunchCooperativeKernel_ptsz(CUfunction f, unsigned gx, unsign
         FAST(cuLaunchCooperativeKernel_ptsz, true, s, f, gx, gy, gz, bx, by, bz, shm, s, params);
 }
 
-SLOW_FN slow_cuGraphLaunch(bool counted, CUgraphExec g, CUstream s)
+SLOW_FN slow_cuGraphLaunch(bool counted, const void *caller, CUgraphExec g, CUstream s)
 {
         SLOW(cuGraphLaunch, false, s, g, s);
 }
@@ -163,7 +176,7 @@ CUresult shim_w_cuGraphLaunch(CUgraphExec g, CUstream s)
         FAST(cuGraphLaunch, false, s, g, s);
 }
 
-SLOW_FN slow_cuGraphLaunch_ptsz(bool counted, CUgraphExec g, CUstream s)
+SLOW_FN slow_cuGraphLaunch_ptsz(bool counted, const void *caller, CUgraphExec g, CUstream s)
 {
         SLOW(cuGraphLaunch_ptsz, true, s, g, s);
 }

@@ -10,6 +10,10 @@
  *   bypath     a second copy of libcuda.so.1 loaded by its path
  *   signal     a SIGALRM handler allocating while its thread is inside a
  *              hooked call (cuCtxDestroy waiting for a kernel)
+ *   signal_launch  a SIGALRM handler launching a kernel while its thread
+ *              is inside a hooked call, in a slice holding no lease (a
+ *              10m cap just spent on a 2 s kernel): judged by simgpu's
+ *              device time for the process
  *   fork       fork() while another thread holds each lock of the shim:
  *              the child's driver calls must finish
  *   crossgpu   cuMemCreate, default pools and created pools on a GPU the
@@ -36,6 +40,11 @@
 #define ROOM ((ST_CAP - ST_CTX) / CHUNK) /* 15 */
 #define TRIES 24                         /* 1.5 GiB: well past the cap */
 
+/* 1% of the GPU: after one lease the next is at least 400 ms away. */
+static const char conf_launch[] = "version = 1\nslice = test\ngpu_uuid = %UUID%\n"
+                                  "memory_limit = 1073741824\ncompute_milli = 10\npolicy = cap\n"
+                                  "context_overhead = 67108864\nslice_dir = %DIR%\n";
+
 static const char conf_text[] = "version = 1\nslice = test\ngpu_uuid = %UUID%\n"
                                 "memory_limit = 1073741824\ncompute_milli = 500\n"
                                 "context_overhead = 67108864\nslice_dir = %DIR%\n";
@@ -53,9 +62,9 @@ static void setup_ctx(void)
         CU_OK(cuCtxSetCurrent(ctx));
 }
 
-/* Bytes simgpu charges process pid on device d (simgpu-smi --json, run
- * without the preload). */
-static uint64_t sim_used_on(int pid, int d)
+/* The figure `key` ("used_bytes", "busy_ns") simgpu records for process
+ * pid on device d (simgpu-smi --json, run without the preload). */
+static uint64_t sim_proc_num(int pid, int d, const char *key)
 {
         int p[2];
         EXPECT(pipe2(p, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
@@ -78,20 +87,27 @@ static uint64_t sim_used_on(int pid, int d)
         int st;
         waitpid(child, &st, 0);
         EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "simgpu-smi --json failed");
-        char want[64], wdev[32];
+        char want[64], wdev[32], wkey[40];
         snprintf(want, sizeof(want), "\"pid\": %d,", pid);
         snprintf(wdev, sizeof(wdev), "\"device\": %d,", d);
+        snprintf(wkey, sizeof(wkey), "\"%s\": ", key);
         uint64_t used = 0;
         for (char *line = out; line && *line;) {
                 char *nl = strchr(line, '\n');
                 if (nl)
                         *nl = '\0';
-                const char *u = strstr(line, "\"used_bytes\": ");
+                const char *u = strstr(line, wkey);
                 if (strstr(line, want) && strstr(line, wdev) && u)
-                        used += strtoull(u + 14, NULL, 10);
+                        used += strtoull(u + strlen(wkey), NULL, 10);
                 line = nl ? nl + 1 : NULL;
         }
         return used;
+}
+
+/* Bytes simgpu charges process pid on device d. */
+static uint64_t sim_used_on(int pid, int d)
+{
+        return sim_proc_num(pid, d, "used_bytes");
 }
 
 static void check_cap(const char *how)
@@ -282,6 +298,67 @@ static int run_signal(void)
         return 0;
 }
 
+/* A launch from a signal handler: the handler interrupts cuCtxDestroy
+ * (waiting inside the driver for a 2 s kernel, so the thread is inside a
+ * hooked call) and launches a 1 s kernel in the primary context. The slice
+ * (10m, cap) holds no lease then, so the launch must wait for one (gated)
+ * or be refused; either way the kernel has not run when cuCtxDestroy
+ * returns. Passed through ungated, it runs beside the 2 s kernel (simgpu
+ * time-slices the two contexts) and the process's device time by then is
+ * about 3 s. */
+static CUfunction sig_busy;
+static volatile sig_atomic_t sig_launch_rc = -1;
+
+static void on_alarm_launch(int sig)
+{
+        (void)sig;
+        int saved = errno;
+        CUcontext cur = NULL;
+        cuCtxGetCurrent(&cur);
+        cuCtxSetCurrent(ctx);
+        unsigned long long ns = 1000000000ull;
+        void *params[] = { &ns };
+        sig_launch_rc = cuLaunchKernel(sig_busy, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL);
+        cuCtxSetCurrent(cur);
+        sig_ran = 1;
+        errno = saved;
+}
+
+static int run_signal_launch(void)
+{
+        setup_ctx();
+        const char *ptx = getenv("GS_KERNELS_PTX");
+        if (!ptx || access(ptx, R_OK) != 0)
+                return 77;
+        CUmodule m0, m;
+        CU_OK(cuModuleLoad(&m0, ptx));
+        CU_OK(cuModuleGetFunction(&sig_busy, m0, "gs_busy"));
+        CUcontext c2;
+        CU_OK(cuCtxCreate(&c2, NULL, 0, dev));
+        CUfunction busy;
+        CU_OK(cuModuleLoad(&m, ptx));
+        CU_OK(cuModuleGetFunction(&busy, m, "gs_busy"));
+        uint64_t b0 = sim_proc_num(getpid(), 0, "busy_ns");
+        unsigned long long ns = 2000000000ull;
+        void *params[] = { &ns };
+        CU_OK(cuLaunchKernel(busy, 1, 1, 1, 1, 1, 1, 0, NULL, params, NULL));
+        struct sigaction sa = { .sa_handler = on_alarm_launch };
+        sigemptyset(&sa.sa_mask);
+        EXPECT(sigaction(SIGALRM, &sa, NULL) == 0, "sigaction");
+        struct itimerval it = { .it_value = { .tv_usec = 200000 } };
+        EXPECT(setitimer(ITIMER_REAL, &it, NULL) == 0, "setitimer");
+        /* waits inside the driver for the kernel: the alarm comes then */
+        CU_OK(cuCtxDestroy(c2));
+        EXPECT(sig_ran, "the handler did not run while cuCtxDestroy waited");
+        uint64_t b1 = sim_proc_num(getpid(), 0, "busy_ns");
+        EXPECT(b1 - b0 < 2250000000ull,
+               "a signal handler's launch ran ungated (answer %d): simgpu ran %llu ms of this "
+               "process's work by the end of a 2000 ms kernel, in a slice holding no lease",
+               (int)sig_launch_rc, (unsigned long long)((b1 - b0) / 1000000));
+        CU_OK(cuCtxSynchronize());
+        return 0;
+}
+
 /* ---- fork while another thread holds each lock ---- */
 
 typedef int hold_fn(const char *lock, int hold);
@@ -463,6 +540,7 @@ int main(int argc, char **argv)
         } scenarios[] = { { "dlvsym", run_dlvsym },   { "deepbind", run_deepbind },
                           { "dlmopen", run_dlmopen }, { "bypath", run_bypath },
                           { "signal", run_signal },   { "fork", run_fork },
+                          { "signal_launch", run_signal_launch },
                           { "crossgpu", run_crossgpu }, { "localconf", run_localconf } };
         const char *role = getenv("SHIMTEST_ROLE");
         if (role) {
@@ -477,6 +555,8 @@ int main(int argc, char **argv)
         struct st_setup s = { .config = conf_text };
         if (!strcmp(argv[1], "crossgpu"))
                 s.sim_devices = 2;
+        if (!strcmp(argv[1], "signal_launch"))
+                s.config = conf_launch;
         if (!strcmp(argv[1], "localconf") && access("/run/gpuslice/slice.conf", F_OK) == 0)
                 return 77; /* the default config would win */
         return st_run(argc, argv, &s);
