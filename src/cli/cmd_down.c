@@ -15,10 +15,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_listing.h"
 #include "cli_opts.h"
 #include "client.h"
 #include "macro.h"
@@ -54,14 +54,6 @@ struct target {
         char spec[GS_PATH_MAX];
         bool gone;
 };
-
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 /* Whether process pid still runs (a zombie does not). */
 static bool alive(int pid)
@@ -110,35 +102,30 @@ static size_t n_listed(const struct cli_listing *l, int up_pid)
         return n;
 }
 
-/* Wait until each target's up has exited and none of its slices is listed. */
-static bool wait_down(const struct cli_conn_opts *co, struct target *t, size_t n, int64_t deadline)
-{
-        for (;;) {
-                struct cli_listing l = { 0 };
-                size_t left = 0;
-                int fd = -1;
+struct down_wait {
+        struct target *t;
+        size_t n;
+};
 
-                if (cli_connect(co, &fd, NULL) == 0 && cli_list(fd, &l, NULL) == 0) {
-                        for (size_t i = 0; i < n; i++) {
-                                if (!t[i].gone && !alive(t[i].up_pid) &&
-                                    n_listed(&l, t[i].up_pid) == 0) {
-                                        t[i].gone = true;
-                                        printf("down: gpuslice up (pid %d, %s) stopped; its "
-                                               "slices are freed\n", t[i].up_pid, t[i].spec);
-                                        fflush(stdout);
-                                }
-                                left += !t[i].gone;
-                        }
-                        cli_listing_done(&l);
+/* cli_wait_listing's check: the targets whose up has not been seen gone (it
+ * has exited and none of its slices is listed) yet. */
+static size_t down_left(const struct cli_listing *l, void *ctx)
+{
+        struct down_wait *w = ctx;
+        size_t left = 0;
+
+        for (size_t i = 0; i < w->n; i++) {
+                struct target *t = &w->t[i];
+
+                if (!t->gone && !alive(t->up_pid) && n_listed(l, t->up_pid) == 0) {
+                        t->gone = true;
+                        printf("down: gpuslice up (pid %d, %s) stopped; its slices are freed\n",
+                               t->up_pid, t->spec);
+                        fflush(stdout);
                 }
-                if (fd >= 0)
-                        close(fd);
-                if (left == 0)
-                        return true;
-                if (now_ms() >= deadline)
-                        return false;
-                nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
+                left += !t->gone;
         }
+        return left;
 }
 
 int cmd_down(int argc, char **argv)
@@ -174,13 +161,8 @@ int cmd_down(int argc, char **argv)
         struct cli_listing l = { 0 };
         struct gs_error *err = NULL;
         int fd = -1, rc = 0;
-        if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
-                fprintf(stderr, "gpuslice down: %s\n", gs_error_msg(err));
-                gs_error_free(err);
-                if (fd >= 0)
-                        close(fd);
+        if (cli_fetch_listing(&co, "down", &fd, &l) < 0)
                 return 1;
-        }
         _cleanup_free_ struct target *t = calloc(l.n_slices + 1, sizeof(*t));
         size_t n = 0;
         unsigned me = (unsigned)geteuid();
@@ -232,7 +214,8 @@ int cmd_down(int argc, char **argv)
                         t[i].spec);
         }
         close(fd);
-        if (!wait_down(&co, t, n, now_ms() + (int64_t)timeout_ms)) {
+        struct down_wait w = { t, n };
+        if (!cli_wait_listing(&co, down_left, &w, cli_now_ms() + (int64_t)timeout_ms)) {
                 for (size_t i = 0; i < n; i++)
                         if (!t[i].gone)
                                 fprintf(stderr, "gpuslice down: gpuslice up (pid %d, %s) has not "

@@ -9,10 +9,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_listing.h"
 #include "cli_opts.h"
 #include "client.h"
 #include "macro.h"
@@ -43,14 +43,6 @@ const struct cli_cmd cli_cmd_stop = {
         .operand = "NAME",
 };
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* The slices named `name` (or with that id) in l: their indices in out. */
 static size_t find(const struct cli_listing *l, const char *name, size_t *out)
 {
@@ -78,37 +70,29 @@ struct stopping {
         bool gone;
 };
 
-/* Wait until none of the n slices is listed any more (or the deadline). */
-static bool wait_freed(const struct cli_conn_opts *co, struct stopping *st, size_t n,
-                       int64_t deadline)
-{
-        for (;;) {
-                struct cli_listing l = { 0 };
-                size_t left = 0;
-                int fd = -1;
+struct stop_wait {
+        struct stopping *st;
+        size_t n;
+};
 
-                if (cli_connect(co, &fd, NULL) == 0 && cli_list(fd, &l, NULL) == 0) {
-                        for (size_t i = 0; i < n; i++) {
-                                if (!st[i].gone && !listed(&l, st[i].id)) {
-                                        st[i].gone = true;
-                                        printf("%s: stopped; slice %s freed%s\n",
-                                               st[i].name[0] ? st[i].name : st[i].id, st[i].id,
-                                               st[i].up ? " (its gpuslice up does not restart it)"
-                                                        : "");
-                                        fflush(stdout);
-                                }
-                                left += !st[i].gone;
-                        }
-                        cli_listing_done(&l);
+/* cli_wait_listing's check: the slices not seen freed (unlisted) yet. */
+static size_t stop_left(const struct cli_listing *l, void *ctx)
+{
+        struct stop_wait *w = ctx;
+        size_t left = 0;
+
+        for (size_t i = 0; i < w->n; i++) {
+                struct stopping *st = &w->st[i];
+
+                if (!st->gone && !listed(l, st->id)) {
+                        st->gone = true;
+                        printf("%s: stopped; slice %s freed%s\n", st->name[0] ? st->name : st->id,
+                               st->id, st->up ? " (its gpuslice up does not restart it)" : "");
+                        fflush(stdout);
                 }
-                if (fd >= 0)
-                        close(fd);
-                if (left == 0)
-                        return true;
-                if (now_ms() >= deadline)
-                        return false;
-                nanosleep(&(struct timespec){ 0, 100 * 1000 * 1000 }, NULL);
+                left += !st->gone;
         }
+        return left;
 }
 
 int cmd_stop(int argc, char **argv)
@@ -138,13 +122,8 @@ int cmd_stop(int argc, char **argv)
         struct cli_listing l = { 0 };
         struct gs_error *err = NULL;
         int fd = -1, rc = 0;
-        if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
-                fprintf(stderr, "gpuslice stop: %s\n", gs_error_msg(err));
-                gs_error_free(err);
-                if (fd >= 0)
-                        close(fd);
+        if (cli_fetch_listing(&co, "stop", &fd, &l) < 0)
                 return 1;
-        }
         _cleanup_free_ size_t *idx = calloc(l.n_slices + 1, sizeof(*idx));
         _cleanup_free_ struct stopping *st = calloc(l.n_slices + 1, sizeof(*st));
         size_t n_st = 0;
@@ -188,7 +167,9 @@ int cmd_stop(int argc, char **argv)
         }
         cli_listing_done(&l);
         close(fd);
-        if (n_st && !wait_freed(&co, st, n_st, now_ms() + (int64_t)grace_ms + STOP_WAIT_EXTRA_MS)) {
+        struct stop_wait w = { st, n_st };
+        if (n_st && !cli_wait_listing(&co, stop_left, &w,
+                                      cli_now_ms() + (int64_t)grace_ms + STOP_WAIT_EXTRA_MS)) {
                 for (size_t i = 0; i < n_st; i++)
                         if (!st[i].gone)
                                 fprintf(stderr, "gpuslice stop: slice %s is still held\n",
