@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "cli_opts.h"
 #include "client.h"
 #include "macro.h"
@@ -59,21 +60,6 @@ static const struct {
         { "share", "gpu_milli", F_INT },
 };
 
-static void json_string(const char *s, size_t len)
-{
-        putchar('"');
-        for (size_t i = 0; i < len && s[i]; i++) {
-                unsigned char c = (unsigned char)s[i];
-                if (c == '"' || c == '\\')
-                        printf("\\%c", c);
-                else if (c < 0x20)
-                        printf("\\u%04x", c);
-                else
-                        putchar(c);
-        }
-        putchar('"');
-}
-
 /* The value of `key` in line (up to the next space; msg: to the end). */
 static const char *value(const char *line, const char *key, size_t *len)
 {
@@ -112,11 +98,11 @@ static void print_json(const char *line, bool first, bool array)
                 else if (len == 0 || (len == 1 && v[0] == '-'))
                         printf("null");
                 else
-                        json_string(v, len);
+                        cli_json_string_n(stdout, v, len);
         }
         const char *m = value(line, "msg", &len);
         printf(", \"msg\": ");
-        json_string(m, len);
+        cli_json_string_n(stdout, m, len);
         printf("}%s", array ? "" : "\n");
 }
 

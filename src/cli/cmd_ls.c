@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_json.h"
+#include "cli_listing.h"
 #include "cli_opts.h"
 #include "cli_table.h"
 #include "client.h"
@@ -41,30 +43,6 @@ const struct cli_cmd cli_cmd_ls = {
         .flags = CLI_CMD_JSON,
 };
 
-static void json_string(const char *s)
-{
-        putchar('"');
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-                if (c == '"' || c == '\\')
-                        printf("\\%c", c);
-                else if (c < 0x20)
-                        printf("\\u%04x", c);
-                else
-                        putchar(c);
-        }
-        putchar('"');
-}
-
-/* A string or null when empty. */
-static void json_string_or_null(const char *s)
-{
-        if (s[0])
-                json_string(s);
-        else
-                fputs("null", stdout);
-}
-
 static bool slice_on_gpu(const struct cli_slice *s, const char *uuid)
 {
         for (unsigned i = 0; i < s->n_gpus; i++)
@@ -76,9 +54,9 @@ static bool slice_on_gpu(const struct cli_slice *s, const char *uuid)
 static void print_json_slice(const struct cli_slice *s)
 {
         printf("{\"id\": ");
-        json_string(s->id);
+        cli_json_string(stdout, s->id);
         printf(", \"name\": ");
-        json_string(s->name);
+        cli_json_string(stdout, s->name);
         printf(", \"gpu_milli\": %" PRIu32 ", \"whole_gpus\": %s, \"memory_limit_bytes\": %" PRIu64
                ", \"memory_used_bytes\": ",
                s->milli, s->milli >= 1000 ? "true" : "false", s->memory);
@@ -87,9 +65,9 @@ static void print_json_slice(const struct cli_slice *s)
         else
                 printf("null");
         printf(", \"policy\": ");
-        json_string(s->policy);
+        cli_json_string(stdout, s->policy);
         printf(", \"overuse\": "); /* null: a daemon without per-slice policies */
-        json_string_or_null(s->overuse);
+        cli_json_string_or_null(stdout, s->overuse);
         if (s->has_gpu_time)
                 printf(", \"gpu_time_ratio\": %" PRIu32 ".%03" PRIu32, s->gpu_time / 1000,
                        s->gpu_time % 1000);
@@ -108,9 +86,9 @@ static void print_json_slice(const struct cli_slice *s)
                 printf("null");
         printf(", \"uid\": %u, \"created_unix_seconds\": %" PRId64 ", \"config_path\": ", s->uid,
                s->created);
-        json_string_or_null(s->config);
+        cli_json_string_or_null(stdout, s->config);
         printf(", \"slice_dir_path\": ");
-        json_string_or_null(s->slice_dir);
+        cli_json_string_or_null(stdout, s->slice_dir);
         printf("}");
 }
 
@@ -120,9 +98,9 @@ static void print_json(const struct cli_listing *l)
         for (size_t g = 0; g < l->n_gpus; g++) {
                 const struct cli_gpu *gpu = &l->gpus[g];
                 printf("%s\n  {\"index\": %u, \"uuid\": ", g ? "," : "", gpu->index);
-                json_string(gpu->uuid);
+                cli_json_string(stdout, gpu->uuid);
                 printf(", \"name\": ");
-                json_string(gpu->name);
+                cli_json_string(stdout, gpu->name);
                 printf(", \"healthy\": %s, \"memory_total_bytes\": %" PRIu64
                        ", \"memory_free_bytes\": %" PRIu64 ", \"context_overhead_bytes\": %" PRIu64
                        ", \"share_free_milli\": %" PRIu32 ", \"slices\": [",
@@ -307,18 +285,12 @@ int cmd_ls(int argc, char **argv)
         if (json && wide)
                 return cli_usage_error(&cli_cmd_ls, "-o wide is for the table, not --json "
                                                     "(which has every field)");
-        struct gs_error *err = NULL;
         int fd = -1;
         /* Read-only: it never starts a daemon (nothing would stop it). */
         struct cli_conn_opts co = { .sim = sim, .start = false };
         struct cli_listing l = { 0 };
-        if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
-                fprintf(stderr, "gpuslice ls: %s\n", gs_error_msg(err));
-                gs_error_free(err);
-                if (fd >= 0)
-                        close(fd);
+        if (cli_fetch_listing(&co, "ls", &fd, &l) < 0)
                 return 1;
-        }
         close(fd);
         int r = 0;
         if (json)

@@ -10,6 +10,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_json.h"
+#include "cli_listing.h"
 #include "cli_opts.h"
 #include "client.h"
 #include "macro.h"
@@ -158,30 +160,6 @@ static int print_table(const struct cli_listing *l, bool wide, int64_t now)
         return 0;
 }
 
-static void json_string(const char *s)
-{
-        putchar('"');
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-
-                if (c == '"' || c == '\\')
-                        printf("\\%c", c);
-                else if (c < 0x20)
-                        printf("\\u%04x", c);
-                else
-                        putchar(c);
-        }
-        putchar('"');
-}
-
-static void json_string_or_null(const char *s)
-{
-        if (s && *s)
-                json_string(s);
-        else
-                fputs("null", stdout);
-}
-
 static void print_json(const struct cli_listing *l, int64_t now)
 {
         printf("{\"slices\": [");
@@ -190,9 +168,9 @@ static void print_json(const struct cli_listing *l, int64_t now)
                 char log[GS_PATH_MAX];
 
                 printf("%s\n  {\"name\": ", i ? "," : "");
-                json_string_or_null(s->name);
+                cli_json_string_or_null(stdout, s->name);
                 printf(", \"id\": ");
-                json_string(s->id);
+                cli_json_string(stdout, s->id);
                 printf(", \"kind\": \"%s\", \"gpu_milli\": %" PRIu32 ", \"whole_gpus\": %s",
                        s->kube ? "kubernetes" : "local", s->milli,
                        s->milli >= 1000 ? "true" : "false");
@@ -209,7 +187,7 @@ static void print_json(const struct cli_listing *l, int64_t now)
                 printf(", \"gpus\": [");
                 for (unsigned g = 0; g < s->n_gpus; g++) {
                         printf("%s{\"index\": %u, \"uuid\": ", g ? ", " : "", s->gpu_index[g]);
-                        json_string(s->gpu_uuid[g]);
+                        cli_json_string(stdout, s->gpu_uuid[g]);
                         putchar('}');
                 }
                 printf("], \"pid\": ");
@@ -218,9 +196,9 @@ static void print_json(const struct cli_listing *l, int64_t now)
                 else
                         printf("null");
                 printf(", \"uid\": %u, \"policy\": ", s->uid);
-                json_string_or_null(s->policy);
+                cli_json_string_or_null(stdout, s->policy);
                 printf(", \"overuse\": ");
-                json_string_or_null(s->overuse);
+                cli_json_string_or_null(stdout, s->overuse);
                 printf(", \"status\": \"%s\", \"created_unix_seconds\": %" PRId64
                        ", \"age_seconds\": %" PRId64,
                        s->draining ? "draining" : s->stopping ? "stopping" : "running", s->created,
@@ -231,9 +209,9 @@ static void print_json(const struct cli_listing *l, int64_t now)
                 else
                         printf("null");
                 printf(", \"up_spec\": ");
-                json_string_or_null(s->up_spec);
+                cli_json_string_or_null(stdout, s->up_spec);
                 printf(", \"log_path\": ");
-                json_string_or_null(log_of(s, log, sizeof(log)) ? log : NULL);
+                cli_json_string_or_null(stdout, log_of(s, log, sizeof(log)) ? log : NULL);
                 putchar('}');
         }
         printf("%s]}\n", l->n_slices ? "\n" : "");
@@ -266,18 +244,12 @@ int cmd_ps(int argc, char **argv)
         if (a.ind < argc)
                 return cli_usage_error(&cli_cmd_ps, "unexpected argument '%s'", argv[a.ind]);
 
-        struct gs_error *err = NULL;
         int fd = -1;
         /* Read-only: it never starts a daemon (nothing would stop it). */
         struct cli_conn_opts co = { .sim = sim, .start = false };
         struct cli_listing l = { 0 };
-        if (cli_connect(&co, &fd, &err) < 0 || cli_list(fd, &l, &err) < 0) {
-                fprintf(stderr, "gpuslice ps: %s\n", gs_error_msg(err));
-                gs_error_free(err);
-                if (fd >= 0)
-                        close(fd);
+        if (cli_fetch_listing(&co, "ps", &fd, &l) < 0)
                 return 1;
-        }
         close(fd);
         int64_t now = (int64_t)time(NULL);
         int r = 0;

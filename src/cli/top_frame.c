@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_json.h"
 #include "local_proto.h"
 #include "macro.h"
 #include "number.h"
@@ -193,29 +194,14 @@ const char *top_flags_text(const struct top_row *r, char *buf, size_t size)
 
 /* ---- JSON ---- */
 
-static void json_string(FILE *o, const char *s)
-{
-        fputc('"', o);
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-                if (c == '"' || c == '\\')
-                        fprintf(o, "\\%c", c);
-                else if (c < 0x20)
-                        fprintf(o, "\\u%04x", c);
-                else
-                        fputc(c, o);
-        }
-        fputc('"', o);
-}
-
 static void json_gpus(FILE *o, const struct top_frame *f)
 {
         for (size_t g = 0; g < f->l.n_gpus; g++) {
                 const struct cli_gpu *gpu = &f->l.gpus[g];
                 fprintf(o, "%s\n  {\"index\": %u, \"uuid\": ", g ? "," : "", gpu->index);
-                json_string(o, gpu->uuid);
+                cli_json_string(o, gpu->uuid);
                 fprintf(o, ", \"name\": ");
-                json_string(o, gpu->name);
+                cli_json_string(o, gpu->name);
                 fprintf(o,
                         ", \"healthy\": %s, \"memory_total_bytes\": %" PRIu64
                         ", \"memory_used_bytes\": %" PRIu64 ", \"memory_free_bytes\": %" PRIu64
@@ -252,7 +238,7 @@ static void json_wait_flags(FILE *o, const struct top_frame *f, const struct top
                         continue;
                 fprintf(o, "%s{\"reason\": \"%s\", \"flag\": \"%c\", \"action\": ", first ? "" : ", ",
                         reasons[i].name, reasons[i].letter);
-                json_string(o, r->flags->action[i]);
+                cli_json_string(o, r->flags->action[i]);
                 fprintf(o, ", \"acted\": %s, \"seconds_ago\": %.1f}",
                         r->flags->acted[i] ? "true" : "false",
                         (double)GS_MAX(f->now_ms - t, (int64_t)0) / 1000.0);
@@ -272,12 +258,12 @@ void top_print_json(FILE *o, const struct top_frame *f, unsigned interval_ms)
                 const struct top_row *r = &f->rows[i];
                 const struct cli_slice *s = r->s;
                 fprintf(o, "%s\n  {\"id\": ", i ? "," : "");
-                json_string(o, s->id);
+                cli_json_string(o, s->id);
                 fprintf(o, ", \"name\": ");
-                json_string(o, s->name);
+                cli_json_string(o, s->name);
                 fprintf(o, ", \"kind\": \"%s\", \"gpu_index\": %u, \"gpu_uuid\": ",
                         s->kube ? "kubernetes" : "local", r->gpu->index);
-                json_string(o, r->gpu->uuid);
+                cli_json_string(o, r->gpu->uuid);
                 fprintf(o, ", \"share_configured_milli\": %" PRIu32
                            ", \"share_configured_ratio\": %.3f",
                         s->milli, GS_MIN(s->milli, 1000u) / 1000.0);
@@ -294,7 +280,7 @@ void top_print_json(FILE *o, const struct top_frame *f, unsigned interval_ms)
                 else
                         fprintf(o, "null");
                 fprintf(o, ", \"memory_limit_bytes\": %" PRIu64 ", \"policy\": ", s->memory);
-                json_string(o, s->policy);
+                cli_json_string(o, s->policy);
                 if (s->kube)
                         fprintf(o, ", \"pid\": null}");
                 else
