@@ -369,7 +369,15 @@ static void follow_set_up(struct daemon *d, const char *id, const struct conn *c
                           const char *spec)
 {
         struct follow *f = follow_find(d, id, NULL);
-        int fd = pidfd_open_compat(c->pid);
+        int fd = c->pid > 0 ? pidfd_open_compat(c->pid) : -1;
+        uid_t uid;
+        /* SO_PEERCRED's pid is the connecting process's, which may have
+         * exited (its socket kept by a child) and its pid be another
+         * process's now: the process pinned must be the peer's user's. */
+        if (fd >= 0 && (proc_uid(c->pid, &uid) < 0 || uid != c->uid)) {
+                close(fd);
+                fd = -1;
+        }
         if (!f || fd < 0 || !(f->up_spec = strdup(spec))) {
                 if (fd >= 0)
                         close(fd);
