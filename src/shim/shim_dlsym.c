@@ -293,104 +293,81 @@ void *shim_dlmopen_checked(Lmid_t lmid, const char *file, int mode)
 #if defined(__x86_64__)
 /* Each: save the arguments, ask the decision function, restore them and
  * either return its answer or tail-jump to glibc's function (NULL when
- * glibc's could not be found). */
+ * glibc's could not be found). The pieces are string macros, so the four
+ * entries are assembled from one text of each step. */
+
+/* The exported name `sym` and its hidden alias shim_<sym>_entry. */
+#define ENTRY_BEGIN(sym)                                                                           \
+        ".globl " sym "\n"                                                                         \
+        ".type " sym ", @function\n"                                                               \
+        ".globl shim_" sym "_entry\n"                                                              \
+        ".hidden shim_" sym "_entry\n"                                                             \
+        ".p2align 4\n" sym ":\n"                                                                   \
+        "shim_" sym "_entry:\n"                                                                    \
+        "  .cfi_startproc\n"                                                                       \
+        "  endbr64\n"
+#define ENTRY_END(sym)                                                                             \
+        "  .cfi_endproc\n"                                                                         \
+        ".size " sym ", .-" sym "\n"
+/* Call fn with the first two (three) argument registers saved around it
+ * and the stack kept 16-byte aligned at the call. */
+#define CALL_SAVING_2(fn)                                                                          \
+        "  pushq %rdi\n"                                                                           \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  pushq %rsi\n"                                                                           \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  subq $8, %rsp\n"                                                                        \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  call " fn "\n"                                                                          \
+        "  addq $8, %rsp\n"                                                                        \
+        "  .cfi_adjust_cfa_offset -8\n"                                                            \
+        "  popq %rsi\n"                                                                            \
+        "  .cfi_adjust_cfa_offset -8\n"                                                            \
+        "  popq %rdi\n"                                                                            \
+        "  .cfi_adjust_cfa_offset -8\n"
+#define CALL_SAVING_3(fn)                                                                          \
+        "  pushq %rdi\n"                                                                           \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  pushq %rsi\n"                                                                           \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  pushq %rdx\n"                                                                           \
+        "  .cfi_adjust_cfa_offset 8\n"                                                             \
+        "  call " fn "\n"                                                                          \
+        "  popq %rdx\n"                                                                            \
+        "  .cfi_adjust_cfa_offset -8\n"                                                            \
+        "  popq %rsi\n"                                                                            \
+        "  .cfi_adjust_cfa_offset -8\n"                                                            \
+        "  popq %rdi\n"                                                                            \
+        "  .cfi_adjust_cfa_offset -8\n"
+/* A lookup's answer in %rax: NULL asks glibc's `real` (if found), DL_NULL
+ * (1) is a NULL answer, anything else is the answer. */
+#define LOOKUP_ANSWER(real)                                                                        \
+        "  testq %rax, %rax\n"                                                                     \
+        "  jz 1f\n"                                                                                \
+        "  cmpq $1, %rax\n"                                                                        \
+        "  jne 2f\n"                                                                               \
+        "  xorl %eax, %eax\n"                                                                      \
+        "2:\n"                                                                                     \
+        "  ret\n"                                                                                  \
+        "1:\n"                                                                                     \
+        "  movq " real "(%rip), %rax\n"                                                            \
+        "  testq %rax, %rax\n"                                                                     \
+        "  jz 2b\n"                                                                                \
+        "  jmp *%rax\n"
+
 __asm__(".text\n"
-        ".globl dlsym\n"
-        ".type dlsym, @function\n"
-        ".globl shim_dlsym_entry\n"
-        ".hidden shim_dlsym_entry\n"
-        ".p2align 4\n"
-        "dlsym:\n"
-        "shim_dlsym_entry:\n"
-        "  .cfi_startproc\n"
-        "  endbr64\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call shim_dlsym_lookup\n"
-        "  addq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 1f\n"
-        "  cmpq $1, %rax\n"
-        "  jne 2f\n"
-        "  xorl %eax, %eax\n"
-        "2:\n"
-        "  ret\n"
-        "1:\n"
-        "  movq shim_real_dlsym(%rip), %rax\n"
-        "  testq %rax, %rax\n"
-        "  jz 2b\n"
-        "  jmp *%rax\n"
-        "  .cfi_endproc\n"
-        ".size dlsym, .-dlsym\n"
+        ENTRY_BEGIN("dlsym")
+        CALL_SAVING_2("shim_dlsym_lookup")
+        LOOKUP_ANSWER("shim_real_dlsym")
+        ENTRY_END("dlsym")
 
-        ".globl dlvsym\n"
-        ".type dlvsym, @function\n"
-        ".globl shim_dlvsym_entry\n"
-        ".hidden shim_dlvsym_entry\n"
-        ".p2align 4\n"
-        "dlvsym:\n"
-        "shim_dlvsym_entry:\n"
-        "  .cfi_startproc\n"
-        "  endbr64\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rdx\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call shim_dlvsym_lookup\n"
-        "  popq %rdx\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  testq %rax, %rax\n"
-        "  jz 1f\n"
-        "  cmpq $1, %rax\n"
-        "  jne 2f\n"
-        "  xorl %eax, %eax\n"
-        "2:\n"
-        "  ret\n"
-        "1:\n"
-        "  movq shim_real_dlvsym(%rip), %rax\n"
-        "  testq %rax, %rax\n"
-        "  jz 2b\n"
-        "  jmp *%rax\n"
-        "  .cfi_endproc\n"
-        ".size dlvsym, .-dlvsym\n"
+        ENTRY_BEGIN("dlvsym")
+        CALL_SAVING_3("shim_dlvsym_lookup")
+        LOOKUP_ANSWER("shim_real_dlvsym")
+        ENTRY_END("dlvsym")
 
-        ".globl dlopen\n"
-        ".type dlopen, @function\n"
-        ".globl shim_dlopen_entry\n"
-        ".hidden shim_dlopen_entry\n"
-        ".p2align 4\n"
-        "dlopen:\n"
-        "shim_dlopen_entry:\n"
-        "  .cfi_startproc\n"
-        "  endbr64\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  subq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call shim_dlopen_mode\n"
-        "  addq $8, %rsp\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
+        ENTRY_BEGIN("dlopen")
+        CALL_SAVING_2("shim_dlopen_mode")
         "  movl %eax, %esi\n"
         "  movq shim_real_dlopen(%rip), %rax\n"
         "  testq %rax, %rax\n"
@@ -398,31 +375,10 @@ __asm__(".text\n"
         "  jmp *%rax\n"
         "1:\n"
         "  ret\n"
-        "  .cfi_endproc\n"
-        ".size dlopen, .-dlopen\n"
+        ENTRY_END("dlopen")
 
-        ".globl dlmopen\n"
-        ".type dlmopen, @function\n"
-        ".globl shim_dlmopen_entry\n"
-        ".hidden shim_dlmopen_entry\n"
-        ".p2align 4\n"
-        "dlmopen:\n"
-        "shim_dlmopen_entry:\n"
-        "  .cfi_startproc\n"
-        "  endbr64\n"
-        "  pushq %rdi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rsi\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  pushq %rdx\n"
-        "  .cfi_adjust_cfa_offset 8\n"
-        "  call shim_dlmopen_mode\n"
-        "  popq %rdx\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rsi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
-        "  popq %rdi\n"
-        "  .cfi_adjust_cfa_offset -8\n"
+        ENTRY_BEGIN("dlmopen")
+        CALL_SAVING_3("shim_dlmopen_mode")
         "  cmpl $-1, %eax\n"
         "  je 1f\n"
         "  movl %eax, %edx\n"
@@ -434,8 +390,7 @@ __asm__(".text\n"
         "  ret\n"
         "1:\n"
         "  jmp shim_dlmopen_checked\n"
-        "  .cfi_endproc\n"
-        ".size dlmopen, .-dlmopen\n");
+        ENTRY_END("dlmopen"));
 #else
 /* Other architectures: C wrappers. RTLD_NEXT lookups and dlopen's search
  * paths are answered relative to this library rather than to the caller
