@@ -282,8 +282,15 @@ pthread_mutex_t *shim_table_test_mutex(void);
 pthread_mutex_t *shim_books_test_mutex(bool shared);
 pthread_mutex_t *shim_mem_test_mutex(bool vmm);
 pthread_mutex_t *shim_ctx_test_mutex(void);
+/* Child side of fork for shim_ipc.c and shim_limits.c: their locks start
+ * unlocked (a parent thread may have held them across a driver call). */
+void shim_ipc_atfork_child(void);
+void shim_limits_atfork_child(void);
+/* For the test hook: ipc_mu (shim_ipc.c) and limits_mu (shim_limits.c). */
+pthread_mutex_t *shim_ipc_test_mutex(void);
+pthread_mutex_t *shim_limits_test_mutex(void);
 /* Holds (hold != 0) or releases the lock named `lock` (table, slot, books,
- * pool, vmm, prim); 0, or -ENOENT for another name. */
+ * pool, vmm, prim, ipc, limits); 0, or -ENOENT for another name. */
 int shim_test_hold(const char *lock, int hold);
 /* Whether an allocation at loc may be made: not on another GPU than the
  * slice's (logged; shim_place.c). */

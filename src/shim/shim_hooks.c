@@ -65,6 +65,8 @@ static void atfork_child(void)
 {
         shim_mem_atfork_child();
         shim_ctx_atfork_child();
+        shim_ipc_atfork_child();
+        shim_limits_atfork_child();
         shim_table_atfork_child();
         shim_books_atfork_child();
         shim_gate_atfork_child();
@@ -635,6 +637,10 @@ int shim_test_hold(const char *lock, int hold)
                 m = shim_mem_test_mutex(lock[0] == 'v');
         else if (!strcmp(lock, "prim"))
                 m = shim_ctx_test_mutex();
+        else if (!strcmp(lock, "ipc"))
+                m = shim_ipc_test_mutex();
+        else if (!strcmp(lock, "limits"))
+                m = shim_limits_test_mutex();
         if (!m)
                 return -ENOENT;
         if (!hold)

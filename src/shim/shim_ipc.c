@@ -16,6 +16,17 @@
 
 static pthread_mutex_t ipc_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void shim_ipc_atfork_child(void)
+{
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        ipc_mu = fresh; /* a parent thread may have held it */
+}
+
+pthread_mutex_t *shim_ipc_test_mutex(void)
+{
+        return &ipc_mu;
+}
+
 /* Bytes of the imported range at p; 0 if the driver cannot tell. */
 static uint64_t import_size(CUdeviceptr p)
 {

@@ -17,6 +17,17 @@
 
 static pthread_mutex_t limits_mu = PTHREAD_MUTEX_INITIALIZER;
 
+void shim_limits_atfork_child(void)
+{
+        pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
+        limits_mu = fresh; /* a parent thread may have held it */
+}
+
+pthread_mutex_t *shim_limits_test_mutex(void)
+{
+        return &limits_mu;
+}
+
 void *shim_drv_proc(const char *name)
 {
         void *p = NULL;

@@ -410,6 +410,11 @@ static int fork_child(void)
                                      .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = d } };
         if (cuMemCreate(&h, CHUNK, &prop, 0) != CUDA_SUCCESS || cuMemRelease(h) != CUDA_SUCCESS)
                 return 16;
+        /* ipc_mu and limits_mu: an unknown pointer's close fails, a limit
+         * set to its default charges nothing */
+        (void)cuIpcCloseMemHandle((CUdeviceptr)0x1000);
+        if (cuCtxSetLimit(CU_LIMIT_PRINTF_FIFO_SIZE, 1u << 20) != CUDA_SUCCESS)
+                return 17;
         if (cuDevicePrimaryCtxRelease(d) != CUDA_SUCCESS)
                 return 15;
         return 0;
@@ -426,7 +431,8 @@ static int run_fork(void)
         CU_OK(cuMemAllocAsync(&q, CHUNK, NULL));
         CU_OK(cuStreamSynchronize(NULL));
         CU_OK(cuMemFreeAsync(q, NULL));
-        static const char *const locks[] = { "table", "slot", "books", "pool", "vmm", "prim" };
+        static const char *const locks[] = { "table", "slot", "books", "pool", "vmm", "prim",
+                                             "ipc", "limits" };
         for (unsigned i = 0; i < sizeof(locks) / sizeof(locks[0]); i++) {
                 int p[2];
                 EXPECT(pipe(p) == 0, "pipe");
