@@ -10,7 +10,6 @@ memory_over_cap, and `gpuslice ls` shows the 2 GiB; but a process that is
 in its slice by the tenant's own books only is not killed on their word
 (kill_failed, both still hold their memory: --kill-unsliced is not
 given)."""
-import json
 import os
 import struct
 import sys
@@ -19,16 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
 
 GRACE_MS = 1000
-
-
-def ls_slice(w, sid):
-    r = w.cli("ls", "--json")
-    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
-    for g in json.loads(r.stdout)["gpus"]:
-        for s in g["slices"]:
-            if s["id"] == sid:
-                return s
-    fail("slice %s not in ls: %s" % (sid, r.stdout))
 
 
 def holders(w):
@@ -86,7 +75,4 @@ try:
     check(not [e for e in events(w) if e["action"] == "killed"], "a kill: %r" % events(w))
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

@@ -9,7 +9,6 @@ process, let through by the forged books, takes the slice past its cap:
 ls shows the ground truth above the cap, memory_over_cap is detected and,
 under kill, both processes are killed and the driver holds nothing of the
 slice any more."""
-import json
 import os
 import struct
 import sys
@@ -19,16 +18,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
 
 GRACE_MS = 3000
-
-
-def ls_slice(w, sid):
-    r = w.cli("ls", "--json")
-    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
-    for g in json.loads(r.stdout)["gpus"]:
-        for s in g["slices"]:
-            if s["id"] == sid:
-                return s
-    fail("slice %s not in ls: %s" % (sid, r.stdout))
 
 
 def zero_used(sdir):
@@ -99,7 +88,4 @@ try:
                what="the killed processes' memory freed")
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

@@ -6,7 +6,6 @@ freed: it stays `draining` in ls (with the grandchild's memory, by NVML),
 and a second slice that would over-commit the GPU is refused. Once the
 grandchild is gone by simgpu's ground truth, the slice is freed and the
 second slice fits. A daemon restarted meanwhile keeps the slice draining."""
-import json
 import os
 import signal
 import sys
@@ -14,16 +13,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
-
-
-def ls_slice(w, sid):
-    r = w.cli("ls", "--json")
-    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
-    for g in json.loads(r.stdout)["gpus"]:
-        for s in g["slices"]:
-            if s["id"] == sid:
-                return s
-    return None
 
 
 w = World("draining", devices=1, memory="16Gi", ctx_overhead="256Mi")
@@ -50,9 +39,9 @@ try:
     check(ppid != h.p.pid, "the grandchild is still below the slice's process")
 
     # The slice's process is gone; its grandchild still holds 2 GiB.
-    w.wait_for(lambda: (ls_slice(w, sid) or {}).get("state") == "draining", timeout=5,
-               what="slice %s draining: %r" % (sid, ls_slice(w, sid)))
-    s = ls_slice(w, sid)
+    w.wait_for(lambda: (ls_slice(w, sid, missing_ok=True) or {}).get("state") == "draining",
+               timeout=5, what="slice %s draining: %r" % (sid, ls_slice(w, sid, missing_ok=True)))
+    s = ls_slice(w, sid, missing_ok=True)
     check(s["memory_used_bytes"] is not None and s["memory_used_bytes"] >= smi_used(w, g),
           "a draining slice shows its grandchild's memory: %r (truth %r)" % (s, smi_used(w, g)))
     r = w.cli("ls")
@@ -68,21 +57,19 @@ try:
     w.daemon.wait(timeout=10)
     w.start_daemon("--watch-interval", "250")
     time.sleep(0.6)
-    check((ls_slice(w, sid) or {}).get("state") == "draining",
-          "after a restart: %r" % ls_slice(w, sid))
+    check((ls_slice(w, sid, missing_ok=True) or {}).get("state") == "draining",
+          "after a restart: %r" % ls_slice(w, sid, missing_ok=True))
     t, items = w.create(other.pid, 600)
     check(t == ERROR, "a 600m slice over-commits the GPU after the restart: %r" % (items,))
 
     # The grandchild goes: the driver frees its memory, the daemon the slice.
     os.kill(g, signal.SIGKILL)
     w.wait_for(lambda: not smi_used(w, g), timeout=5, what="the grandchild's memory freed")
-    w.wait_for(lambda: ls_slice(w, sid) is None, timeout=5, what="slice %s freed" % sid)
+    w.wait_for(lambda: ls_slice(w, sid, missing_ok=True) is None, timeout=5,
+               what="slice %s freed" % sid)
     t, items = w.create(other.pid, 600)
     check(t == REPLY | CREATE, "the second slice once the first is freed: %r" % (items,))
     check("no process of it holds GPU memory" in w.log_text(), "the log says why it was freed")
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

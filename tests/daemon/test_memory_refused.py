@@ -6,7 +6,6 @@ events (one memory_refused with the request and the cap; a later refusal
 is counted, not another event) and in /metrics
 (gpuslice_slice_memory_refusals_total, promtool-clean). Ground truth: the
 refused process never held the memory by simgpu."""
-import json
 import os
 import re
 import shutil
@@ -16,16 +15,6 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
-
-
-def ls_slice(w, sid):
-    r = w.cli("ls", "--json")
-    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
-    for g in json.loads(r.stdout)["gpus"]:
-        for s in g["slices"]:
-            if s["id"] == sid:
-                return s
-    fail("slice %s not in ls: %s" % (sid, r.stdout))
 
 
 def scrape(port):
@@ -96,7 +85,4 @@ try:
         check(r.returncode == 0, "promtool check metrics: %s %s" % (r.stdout, r.stderr))
     print("PASS" if promtool else "PASS (promtool not installed: its check skipped)")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

@@ -153,7 +153,4 @@ try:
           "events across a restart: %d -> %d" % (len(before), len(after)))
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

@@ -114,7 +114,4 @@ try:
     check(hb.p.poll() is None and os.path.exists("/proc/%d" % good), "a slice process was killed")
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

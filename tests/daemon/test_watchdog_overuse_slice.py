@@ -126,7 +126,4 @@ try:
     check(not acted, "the report slice was acted on under the daemon's kill: %r" % acted)
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

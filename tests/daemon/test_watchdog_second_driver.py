@@ -191,7 +191,4 @@ try:
         check(t.run.wait(timeout=10) == 0, "%s's exit status: %r" % (t.name, t.run.returncode))
     print("PASS")
 finally:
-    for p in w.children:
-        kill_tree(p.pid)
-    kill_strays()
-    w.cleanup()
+    cleanup_world(w)

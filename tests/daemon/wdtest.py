@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """Helpers for the watchdog's tests: slice processes that go around the
 shim, forged books, the daemon's events (GS_MSG_EVENTS)."""
+import json
 import os
 import re
 import struct
@@ -108,6 +109,29 @@ def kill_strays():
             os.kill(pid, 9)
         except OSError:
             pass
+
+
+def ls_slice(w, sid, missing_ok=False):
+    """Slice sid as `gpuslice ls --json` shows it; a slice not listed fails
+    the test, or is None with missing_ok."""
+    r = w.cli("ls", "--json")
+    check(r.returncode == 0, "gpuslice ls --json: %d %s" % (r.returncode, r.stderr))
+    for g in json.loads(r.stdout)["gpus"]:
+        for s in g["slices"]:
+            if s["id"] == sid:
+                return s
+    if missing_ok:
+        return None
+    fail("slice %s not in ls: %s" % (sid, r.stdout))
+
+
+def cleanup_world(w):
+    """A watchdog test's end, pass or fail: SIGKILL every child's whole tree
+    and the strays, then w.cleanup()."""
+    for p in w.children:
+        kill_tree(p.pid)
+    kill_strays()
+    w.cleanup()
 
 
 def kill_tree(pid):
