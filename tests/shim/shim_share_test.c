@@ -18,6 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/fdpass.h"
 #include "shim_harness.h"
 
 #define CHUNK (64 * MiB)
@@ -61,38 +62,15 @@ static char hear(int s)
 
 static void send_fd(int s, int fd)
 {
-        char c = 'f';
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        memset(&u, 0, sizeof(u));
-        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf) };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        EXPECT(sendmsg(s, &m, 0) == 1, "sendmsg: %s", strerror(errno));
+        int r = ct_send_fd(s, fd);
+        EXPECT(r == 0, "sendmsg: %s", strerror(-r));
 }
 
 static int recv_fd(int s)
 {
-        char c;
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf) };
-        EXPECT(recvmsg(s, &m, 0) == 1, "recvmsg: %s", strerror(errno));
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        EXPECT(cm && cm->cmsg_type == SCM_RIGHTS, "no descriptor received");
-        int fd;
-        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        int fd = ct_recv_fd(s);
+        EXPECT(fd != -EBADMSG, "no descriptor received");
+        EXPECT(fd >= 0, "recvmsg: %s", strerror(-fd));
         return fd;
 }
 

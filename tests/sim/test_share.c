@@ -9,6 +9,8 @@
 
 #include <sys/socket.h>
 
+#include "fdpass.h"
+
 #define OVERHEAD (64 * MiB)
 #define FD_TYPE CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR
 
@@ -29,38 +31,14 @@ static char hear(int fd)
 /* Sends file descriptor fd over the socket (SCM_RIGHTS). */
 static void send_fd(int s, int fd)
 {
-        char c = 'f';
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        memset(&u, 0, sizeof(u));
-        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf) };
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        cm->cmsg_level = SOL_SOCKET;
-        cm->cmsg_type = SCM_RIGHTS;
-        cm->cmsg_len = CMSG_LEN(sizeof(int));
-        memcpy(CMSG_DATA(cm), &fd, sizeof(int));
-        CT_ASSERT(sendmsg(s, &m, 0) == 1, "sendmsg");
+        CT_ASSERT(ct_send_fd(s, fd) == 0, "sendmsg");
 }
 
 static int recv_fd(int s)
 {
-        char c;
-        struct iovec iov = { .iov_base = &c, .iov_len = 1 };
-        union {
-                struct cmsghdr h;
-                char buf[CMSG_SPACE(sizeof(int))];
-        } u;
-        struct msghdr m = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
-                            .msg_controllen = sizeof(u.buf) };
-        CT_ASSERT(recvmsg(s, &m, 0) == 1, "recvmsg");
-        struct cmsghdr *cm = CMSG_FIRSTHDR(&m);
-        CT_ASSERT(cm && cm->cmsg_type == SCM_RIGHTS, "no descriptor received");
-        int fd;
-        memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+        int fd = ct_recv_fd(s);
+        CT_ASSERT(fd != -EBADMSG, "no descriptor received");
+        CT_ASSERT(fd >= 0, "recvmsg");
         return fd;
 }
 
