@@ -33,4 +33,28 @@ static inline int st_wait(pid_t pid)
         return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
 }
 
+/* simgpu's ground truth (simgpu-smi): the device memory process pid holds
+ * on device 0 (0 when it holds none or is gone). */
+static inline uint64_t st_used_of(pid_t pid)
+{
+        struct ct_smi_proc p;
+        return ct_smi_proc(pid, 0, &p) == 0 && p.alive ? p.used_bytes : 0;
+}
+
+/* ... and device 0's memory in use, all processes together. */
+static inline uint64_t st_dev_used(void)
+{
+        struct ct_smi_dev d;
+        CT_ASSERT(ct_smi_dev(0, &d) == 0, "device 0");
+        return d.used;
+}
+
+/* The 32-bit word at device address p. */
+static inline unsigned st_peek(CUdeviceptr p)
+{
+        unsigned v = 0;
+        CT_CHECK(cuMemcpyDtoH(&v, p, sizeof(v)));
+        return v;
+}
+
 #endif

@@ -22,12 +22,6 @@ static void hear(int fd, void *p, size_t n)
         CT_ASSERT(read(fd, p, n) == (ssize_t)n, "read");
 }
 
-static uint64_t used_of(pid_t pid)
-{
-        struct ct_smi_proc p;
-        return ct_smi_proc(pid, 0, &p) == 0 && p.alive ? p.used_bytes : 0;
-}
-
 /* What NVML's per-process list shows for pid on GPU 0 (0 if not listed). */
 static uint64_t nvml_used_of(pid_t pid)
 {
@@ -42,20 +36,6 @@ static uint64_t nvml_used_of(pid_t pid)
         return 0;
 }
 
-static uint64_t dev_used(void)
-{
-        struct ct_smi_dev d;
-        CT_ASSERT(ct_smi_dev(0, &d) == 0, "device 0");
-        return d.used;
-}
-
-static unsigned peek(CUdeviceptr p)
-{
-        unsigned v = 0;
-        CT_CHECK(cuMemcpyDtoH(&v, p, sizeof(v)));
-        return v;
-}
-
 /* The importer: opens the handle it is sent, checks and writes the bytes,
  * then follows the parent's steps. */
 static int importer(void)
@@ -67,16 +47,16 @@ static int importer(void)
         hear(down[0], &h, sizeof(h));
         CUdeviceptr q, q2;
         CT_CHECK(cuIpcOpenMemHandle(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-        CT_ASSERT(peek(q) == 7, "the exporter's bytes: %u", peek(q));
+        CT_ASSERT(st_peek(q) == 7, "the exporter's bytes: %u", st_peek(q));
         CT_CHECK(cuMemsetD32(q, 9, 1));
         CT_CHECK(cuIpcOpenMemHandle(&q2, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
         CT_ASSERT(q2 == q, "reopened: the same pointer");
         CT_CHECK(cuIpcCloseMemHandle(q2)); /* one reference left */
-        CT_ASSERT(peek(q) == 9, "still mapped");
+        CT_ASSERT(st_peek(q) == 9, "still mapped");
         char c = 'o';
         say(up[1], &c, 1); /* opened */
         hear(down[0], &c, 1); /* the exporter freed it */
-        CT_ASSERT(peek(q) == 9, "alive after the exporter's free: %u", peek(q));
+        CT_ASSERT(st_peek(q) == 9, "alive after the exporter's free: %u", st_peek(q));
         CT_CHECK(cuIpcCloseMemHandle(q));
         CT_EXPECT(cuIpcCloseMemHandle(q), CUDA_ERROR_INVALID_VALUE);
         CT_EXPECT(cuIpcOpenMemHandle(&q, h, 0), CUDA_ERROR_INVALID_HANDLE);
@@ -141,26 +121,32 @@ int main(void)
         say(down[1], &h, sizeof(h));
         char c;
         hear(up[0], &c, 1);
-        CT_ASSERT(peek(p) == 9, "the importer's write is seen: %u", peek(p));
-        CT_ASSERT(used_of(me) == OVERHEAD + 256 * MiB, "exporter %llu", (unsigned long long)used_of(me));
-        CT_ASSERT(used_of(imp) == OVERHEAD, "an import is not charged while the exporter holds it: %llu",
-                  (unsigned long long)used_of(imp));
+        CT_ASSERT(st_peek(p) == 9, "the importer's write is seen: %u", st_peek(p));
+        CT_ASSERT(st_used_of(me) == OVERHEAD + 256 * MiB, "exporter %llu",
+                  (unsigned long long)st_used_of(me));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD,
+                  "an import is not charged while the exporter holds it: %llu",
+                  (unsigned long long)st_used_of(imp));
         CT_ASSERT(nvml_used_of(imp) == OVERHEAD, "NVML: the importer %llu",
                   (unsigned long long)nvml_used_of(imp));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB, "device %llu", (unsigned long long)dev_used());
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD + 256 * MiB, "device %llu",
+                  (unsigned long long)st_dev_used());
         CT_CHECK(cuMemFree(p));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB,
-                  "the memory lives while imported: device %llu", (unsigned long long)dev_used());
-        CT_ASSERT(used_of(me) == OVERHEAD, "the exporter freed it: %llu", (unsigned long long)used_of(me));
-        CT_ASSERT(used_of(imp) == OVERHEAD + 256 * MiB, "the importer keeps it alive: %llu",
-                  (unsigned long long)used_of(imp));
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD + 256 * MiB,
+                  "the memory lives while imported: device %llu",
+                  (unsigned long long)st_dev_used());
+        CT_ASSERT(st_used_of(me) == OVERHEAD, "the exporter freed it: %llu",
+                  (unsigned long long)st_used_of(me));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD + 256 * MiB, "the importer keeps it alive: %llu",
+                  (unsigned long long)st_used_of(imp));
         CT_ASSERT(nvml_used_of(imp) == OVERHEAD + 256 * MiB && nvml_used_of(me) == OVERHEAD,
                   "NVML's per-process figures agree: importer %llu, exporter %llu",
                   (unsigned long long)nvml_used_of(imp), (unsigned long long)nvml_used_of(me));
         say(down[1], &c, 1);
         hear(up[0], &c, 1);
-        CT_ASSERT(used_of(imp) == OVERHEAD, "closed: %llu", (unsigned long long)used_of(imp));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD, "the last close frees it: %llu", (unsigned long long)dev_used());
+        CT_ASSERT(st_used_of(imp) == OVERHEAD, "closed: %llu", (unsigned long long)st_used_of(imp));
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD, "the last close frees it: %llu",
+                  (unsigned long long)st_dev_used());
         say(down[1], &c, 1);
         CT_ASSERT(st_wait(imp) == 0, "importer failed");
         close(up[0]);
@@ -171,17 +157,18 @@ int main(void)
         hear(up[0], &h, sizeof(h));
         CUdeviceptr q;
         CT_CHECK(cuIpcOpenMemHandle(&q, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS));
-        CT_ASSERT(peek(q) == 5, "bytes %u", peek(q));
-        CT_ASSERT(used_of(me) == OVERHEAD, "importer %llu", (unsigned long long)used_of(me));
+        CT_ASSERT(st_peek(q) == 5, "bytes %u", st_peek(q));
+        CT_ASSERT(st_used_of(me) == OVERHEAD, "importer %llu", (unsigned long long)st_used_of(me));
         say(down[1], &c, 1);
         CT_ASSERT(st_wait(exp) == 0, "exporter failed");
-        CT_ASSERT(used_of(me) == OVERHEAD + 128 * MiB, "after the exporter's exit it is ours: %llu",
-                  (unsigned long long)used_of(me));
-        CT_ASSERT(dev_used() == OVERHEAD + 128 * MiB, "device %llu", (unsigned long long)dev_used());
-        CT_ASSERT(peek(q) == 5, "alive after the exporter's exit");
+        CT_ASSERT(st_used_of(me) == OVERHEAD + 128 * MiB,
+                  "after the exporter's exit it is ours: %llu", (unsigned long long)st_used_of(me));
+        CT_ASSERT(st_dev_used() == OVERHEAD + 128 * MiB, "device %llu",
+                  (unsigned long long)st_dev_used());
+        CT_ASSERT(st_peek(q) == 5, "alive after the exporter's exit");
         CT_CHECK(cuIpcCloseMemHandle(q));
-        CT_ASSERT(used_of(me) == OVERHEAD && dev_used() == OVERHEAD, "freed at the last close: %llu",
-                  (unsigned long long)dev_used());
+        CT_ASSERT(st_used_of(me) == OVERHEAD && st_dev_used() == OVERHEAD,
+                  "freed at the last close: %llu", (unsigned long long)st_dev_used());
         printf("ipc: ok\n");
         return 0;
 }

@@ -42,19 +42,6 @@ static int recv_fd(int s)
         return fd;
 }
 
-static uint64_t used_of(pid_t pid)
-{
-        struct ct_smi_proc p;
-        return ct_smi_proc(pid, 0, &p) == 0 && p.alive ? p.used_bytes : 0;
-}
-
-static uint64_t dev_used(void)
-{
-        struct ct_smi_dev d;
-        CT_ASSERT(ct_smi_dev(0, &d) == 0, "device 0");
-        return d.used;
-}
-
 static const CUmemAllocationProp share_prop = {
         .type = CU_MEM_ALLOCATION_TYPE_PINNED,
         .location = { .type = CU_MEM_LOCATION_TYPE_DEVICE, .id = 0 },
@@ -79,13 +66,6 @@ static void unmap(CUdeviceptr va, size_t size)
         CT_CHECK(cuMemAddressFree(va, size));
 }
 
-static unsigned peek(CUdeviceptr p)
-{
-        unsigned v = 0;
-        CT_CHECK(cuMemcpyDtoH(&v, p, sizeof(v)));
-        return v;
-}
-
 /* The importer: imports the descriptor it is sent, checks and writes the
  * bytes, then follows the parent's steps. */
 static int importer(void)
@@ -106,11 +86,11 @@ static int importer(void)
                   p.location.type == CU_MEM_LOCATION_TYPE_DEVICE && p.location.id == 0 &&
                   (p.requestedHandleTypes & FD_TYPE), "the import's properties");
         CUdeviceptr va = map(h, 256 * MiB);
-        CT_ASSERT(peek(va) == 7, "the exporter's bytes: %u", peek(va));
+        CT_ASSERT(st_peek(va) == 7, "the exporter's bytes: %u", st_peek(va));
         CT_CHECK(cuMemsetD32(va, 9, 1));
         say(sock[1], 'm'); /* mapped */
         CT_ASSERT(hear(sock[1]) == 'r', "step"); /* the exporter released it */
-        CT_ASSERT(peek(va) == 9, "alive after the exporter's release: %u", peek(va));
+        CT_ASSERT(st_peek(va) == 9, "alive after the exporter's release: %u", st_peek(va));
         unmap(va, 256 * MiB);
         say(sock[1], 'u'); /* unmapped, the handle still held */
         CT_ASSERT(hear(sock[1]) == 'g', "step");
@@ -165,7 +145,7 @@ int main(void)
         CT_CHECK(cuMemCreate(&h, 2 * MiB, &plain, 0));
         CT_EXPECT(cuMemExportToShareableHandle(&fd, h, FD_TYPE, 0), CUDA_ERROR_INVALID_VALUE);
         CT_CHECK(cuMemRelease(h));
-        CT_ASSERT(used_of(me) == OVERHEAD, "start %llu", (unsigned long long)used_of(me));
+        CT_ASSERT(st_used_of(me) == OVERHEAD, "start %llu", (unsigned long long)st_used_of(me));
 
         /* 1. export, import in another process, the exporter releases, the
          *    importer unmaps and releases */
@@ -180,29 +160,34 @@ int main(void)
         pid_t imp = spawn(importer);
         send_fd(sock[0], fd);
         CT_ASSERT(hear(sock[0]) == 'm', "importer mapped");
-        CT_ASSERT(peek(va) == 9, "the importer's write is seen: %u", peek(va));
-        CT_ASSERT(used_of(me) == OVERHEAD + 256 * MiB, "exporter %llu", (unsigned long long)used_of(me));
-        CT_ASSERT(used_of(imp) == OVERHEAD, "an import is not charged while the exporter holds it: %llu",
-                  (unsigned long long)used_of(imp));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB, "device %llu", (unsigned long long)dev_used());
+        CT_ASSERT(st_peek(va) == 9, "the importer's write is seen: %u", st_peek(va));
+        CT_ASSERT(st_used_of(me) == OVERHEAD + 256 * MiB, "exporter %llu",
+                  (unsigned long long)st_used_of(me));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD,
+                  "an import is not charged while the exporter holds it: %llu",
+                  (unsigned long long)st_used_of(imp));
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD + 256 * MiB, "device %llu",
+                  (unsigned long long)st_dev_used());
         unmap(va, 256 * MiB);
-        CT_ASSERT(used_of(me) == OVERHEAD + 256 * MiB, "unmapped, the handle still held: %llu",
-                  (unsigned long long)used_of(me));
+        CT_ASSERT(st_used_of(me) == OVERHEAD + 256 * MiB, "unmapped, the handle still held: %llu",
+                  (unsigned long long)st_used_of(me));
         CT_CHECK(cuMemRelease(h));
-        CT_ASSERT(used_of(me) == OVERHEAD, "the exporter let go: %llu", (unsigned long long)used_of(me));
-        CT_ASSERT(used_of(imp) == OVERHEAD + 256 * MiB, "the importer keeps it alive: %llu",
-                  (unsigned long long)used_of(imp));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD + 256 * MiB, "the memory lives: device %llu",
-                  (unsigned long long)dev_used());
+        CT_ASSERT(st_used_of(me) == OVERHEAD, "the exporter let go: %llu",
+                  (unsigned long long)st_used_of(me));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD + 256 * MiB, "the importer keeps it alive: %llu",
+                  (unsigned long long)st_used_of(imp));
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD + 256 * MiB, "the memory lives: device %llu",
+                  (unsigned long long)st_dev_used());
         say(sock[0], 'r');
         CT_ASSERT(hear(sock[0]) == 'u', "importer unmapped");
-        CT_ASSERT(used_of(imp) == OVERHEAD + 256 * MiB, "its handle still holds it: %llu",
-                  (unsigned long long)used_of(imp));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD + 256 * MiB, "its handle still holds it: %llu",
+                  (unsigned long long)st_used_of(imp));
         say(sock[0], 'g');
         CT_ASSERT(hear(sock[0]) == 'd', "importer released");
-        CT_ASSERT(used_of(imp) == OVERHEAD, "released: %llu", (unsigned long long)used_of(imp));
-        CT_ASSERT(dev_used() == 2 * OVERHEAD, "the last release frees it: %llu",
-                  (unsigned long long)dev_used());
+        CT_ASSERT(st_used_of(imp) == OVERHEAD, "released: %llu",
+                  (unsigned long long)st_used_of(imp));
+        CT_ASSERT(st_dev_used() == 2 * OVERHEAD, "the last release frees it: %llu",
+                  (unsigned long long)st_dev_used());
         /* the descriptor alone does not hold it in simgpu */
         CUmemGenericAllocationHandle again;
         CT_EXPECT(cuMemImportFromShareableHandle(&again, (void *)(intptr_t)fd, FD_TYPE),
@@ -222,13 +207,13 @@ int main(void)
         close(fd);
         CT_ASSERT(hear(sock[0]) == 'm', "importer mapped");
         CT_CHECK(cuMemRelease(h));
-        CT_ASSERT(used_of(imp) == OVERHEAD + 128 * MiB, "the importer's now: %llu",
-                  (unsigned long long)used_of(imp));
+        CT_ASSERT(st_used_of(imp) == OVERHEAD + 128 * MiB, "the importer's now: %llu",
+                  (unsigned long long)st_used_of(imp));
         say(sock[0], 'x');
         CT_ASSERT(st_wait(imp) == 0, "importer failed");
         close(sock[0]);
-        CT_ASSERT(dev_used() == OVERHEAD, "freed with its last holder: %llu",
-                  (unsigned long long)dev_used());
+        CT_ASSERT(st_dev_used() == OVERHEAD, "freed with its last holder: %llu",
+                  (unsigned long long)st_dev_used());
         printf("share: ok\n");
         return 0;
 }
