@@ -67,7 +67,9 @@ struct arb_member *arb_member_of_pid(struct daemon *d, pid_t pid, char *why, siz
         for (int depth = 0; depth < ARB_PID_DEPTH && p > 1; depth++) {
                 for (size_t i = 0; i < srv->n_members; i++) {
                         struct arb_member *m = srv->members[i];
-                        if (m->kind == GS_SLICE_LOCAL && m->pid == p)
+                        /* a draining slice's pid may be another's now */
+                        if (m->kind == GS_SLICE_LOCAL && m->pid == p &&
+                            !slices_drain_stale(d, m->id))
                                 return m;
                 }
                 p = proc_parent(p);

@@ -185,6 +185,11 @@ int slices_drain_add(struct daemon *d, const char *id);
 /* Whether slice id is draining. */
 bool slices_draining(const struct daemon *d, const char *id);
 
+/* Whether slice id drains after its process and its pid now names another
+ * process (a draining slice may outlive its process by hours): that pid is
+ * no longer the slice's. */
+bool slices_drain_stale(const struct daemon *d, const char *id);
+
 /* Forget id (the slice left the ledger); forget_all: every one (shutdown). */
 void slices_drain_forget(struct daemon *d, const char *id);
 void slices_drain_forget_all(struct daemon *d);

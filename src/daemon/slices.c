@@ -398,7 +398,7 @@ static int handle_create(struct daemon *d, const struct conn *c, const struct gs
                 return r;
         const struct gs_ledger *l = &d->node->ledger;
         for (size_t i = 0; i < l->n_slices; i++)
-                if (l->slices[i].pid == req.pid)
+                if (l->slices[i].pid == req.pid && !slices_drain_stale(d, l->slices[i].id))
                         return gs_error_set(err, -EEXIST, "process %d already has slice %s",
                                             (int)req.pid, l->slices[i].id);
         _cleanup_close_ int pidfd = -1;

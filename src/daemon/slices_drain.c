@@ -13,6 +13,7 @@
 
 #include "log.h"
 #include "placement.h" /* gs_bytes_human */
+#include "proc.h"
 #include "watchdog_daemon.h"
 
 static struct drain *drain_find(const struct daemon *d, const char *id, size_t *ret_pos)
@@ -45,6 +46,14 @@ void slices_drain_forget_all(struct daemon *d)
 bool slices_draining(const struct daemon *d, const char *id)
 {
         return drain_find(d, id, NULL) != NULL;
+}
+
+bool slices_drain_stale(const struct daemon *d, const char *id)
+{
+        const struct gs_slice *s = drain_find(d, id, NULL) ? gs_ledger_find(&d->node->ledger, id)
+                                                           : NULL;
+        uint64_t start;
+        return s && (proc_start_time(s->pid, &start) < 0 || start != s->start_time);
 }
 
 static int drain_add(struct daemon *d, const char *id, const char *why)
