@@ -95,21 +95,11 @@ static CUresult make(const struct call *c)
         return r;
 }
 
-static void ctx_up(void)
-{
-        CUdevice dev;
-        CUcontext ctx;
-        CU_OK(cuInit(0));
-        CU_OK(cuDeviceGet(&dev, 0));
-        CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-        CU_OK(cuCtxSetCurrent(ctx));
-}
-
 /* Child (preloaded): every call gets simgpu's answer, read from fd 3
  * (written by the unhooked parent), and nothing moves. */
 static int run_arrays(void)
 {
-        ctx_up();
+        st_ctx_up(NULL, NULL);
         int want[N_CALLS];
         FILE *in = fdopen(3, "r");
         EXPECT(in, "no answers from the parent");
@@ -153,7 +143,7 @@ static int driver_answers(int wfd)
         if (pid == 0) {
                 setenv("SIMGPU_DIR", dir, 1);
                 unsetenv("LD_PRELOAD");
-                ctx_up();
+                st_ctx_up(NULL, NULL);
                 FILE *out = fdopen(wfd, "w");
                 for (unsigned i = 0; i < N_CALLS; i++)
                         fprintf(out, "%d\n", (int)make(&calls[i]));

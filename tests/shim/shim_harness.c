@@ -197,10 +197,21 @@ static void *map_file(const char *path, size_t size)
         return p;
 }
 
-/* Runs `simgpu-smi --json` OUTSIDE the shim (LD_PRELOAD removed) and
- * returns the used_bytes of pid on device 0 (0 when not listed). Every
- * process record is one line of its output. */
-uint64_t st_sim_used(int pid)
+void st_ctx_up(CUdevice *ret_dev, CUcontext *ret_ctx)
+{
+        CUdevice dev;
+        CUcontext ctx;
+        CU_OK(cuInit(0));
+        CU_OK(cuDeviceGet(&dev, 0));
+        CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
+        CU_OK(cuCtxSetCurrent(ctx));
+        if (ret_dev)
+                *ret_dev = dev;
+        if (ret_ctx)
+                *ret_ctx = ctx;
+}
+
+char *st_sim_json(void)
 {
         int p[2];
         EXPECT(pipe2(p, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
@@ -223,6 +234,14 @@ uint64_t st_sim_used(int pid)
         int st;
         waitpid(child, &st, 0);
         EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "simgpu-smi --json failed");
+        return out;
+}
+
+/* The used_bytes of pid on device 0 in st_sim_json (0 when not listed).
+ * Every process record is one line of its output. */
+uint64_t st_sim_used(int pid)
+{
+        char *out = st_sim_json();
         char want[64];
         snprintf(want, sizeof(want), "\"pid\": %d,", pid);
         uint64_t used = 0;

@@ -54,8 +54,15 @@ struct st_setup {
 /* Runs `scenario` in a preloaded child. Returns the exit code for main. */
 int st_run(int argc, char **argv, const struct st_setup *setup);
 
+/* Child side: cuInit, device 0 and its primary context, made current;
+ * each returned where its pointer is not NULL. */
+void st_ctx_up(CUdevice *ret_dev, CUcontext *ret_ctx);
+/* Child side: the output of `simgpu-smi --json`, run OUTSIDE the shim
+ * (LD_PRELOAD removed), in a static buffer that the next call overwrites
+ * (the caller may cut it up). Fails the test when simgpu-smi fails. */
+char *st_sim_json(void);
 /* Child side: bytes simgpu charges to process pid on device 0 (context
- * overhead included), from `simgpu-smi --json` run outside the shim. */
+ * overhead included), from st_sim_json. */
 uint64_t st_sim_used(int pid);
 /* Child side: bytes charged to the whole slice in its accounting file. */
 uint64_t st_slice_used(void);

@@ -53,39 +53,11 @@ typedef CUresult alloc_fn(CUdeviceptr *, size_t);
 static CUdevice dev;
 static CUcontext ctx;
 
-static void setup_ctx(void)
-{
-        CU_OK(cuInit(0));
-        CU_OK(cuDeviceGet(&dev, 0));
-        CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-        CU_OK(cuCtxSetCurrent(ctx));
-}
-
 /* The figure `key` ("used_bytes", "busy_ns") simgpu records for process
  * pid on device d (simgpu-smi --json, run without the preload). */
 static uint64_t sim_proc_num(int pid, int d, const char *key)
 {
-        int p[2];
-        EXPECT(pipe2(p, O_CLOEXEC) == 0, "pipe: %s", strerror(errno));
-        pid_t child = fork();
-        EXPECT(child >= 0, "fork: %s", strerror(errno));
-        if (child == 0) {
-                dup2(p[1], 1);
-                unsetenv("LD_PRELOAD");
-                execl(GS_SIM_SMI, "simgpu-smi", "--json", (char *)NULL);
-                _exit(127);
-        }
-        close(p[1]);
-        static char out[1 << 18];
-        size_t n = 0;
-        ssize_t r;
-        while (n < sizeof(out) - 1 && (r = read(p[0], out + n, sizeof(out) - 1 - n)) > 0)
-                n += (size_t)r;
-        out[n] = '\0';
-        close(p[0]);
-        int st;
-        waitpid(child, &st, 0);
-        EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 0, "simgpu-smi --json failed");
+        char *out = st_sim_json();
         char want[64], wdev[32], wkey[40];
         snprintf(want, sizeof(want), "\"pid\": %d,", pid);
         snprintf(wdev, sizeof(wdev), "\"device\": %d,", d);
@@ -137,7 +109,7 @@ typedef void *dlsym_t(void *, const char *);
 
 static int run_dlvsym(void)
 {
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         void *h = dlopen("libcuda.so.1", RTLD_NOW);
         EXPECT(h, "dlopen libcuda.so.1: %s", dlerror());
         /* A driver without symbol versions answers any version (simgpu's,
@@ -166,7 +138,7 @@ static int run_dlvsym(void)
 
 static int run_deepbind(void)
 {
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         void *h = dlopen(GS_DEEP_LIB, RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND);
         EXPECT(h, "dlopen %s: %s", GS_DEEP_LIB, dlerror());
         unsigned (*fill)(unsigned, size_t) = (unsigned (*)(unsigned, size_t))dlsym(h, "deep_fill");
@@ -209,7 +181,7 @@ static int run_dlmopen(void)
          * would load a second time: ASan aborts the process. */
         return 77;
 #endif
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         void *h = dlmopen(LM_ID_NEWLM, "libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
         if (!h) {
                 const char *e = dlerror();
@@ -243,7 +215,7 @@ static void copy_driver(char *dst, size_t size)
 
 static int run_bypath(void)
 {
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         char copy[512];
         copy_driver(copy, sizeof(copy));
         void *h = dlopen(copy, RTLD_NOW | RTLD_LOCAL);
@@ -271,7 +243,7 @@ static void on_alarm(int sig)
 
 static int run_signal(void)
 {
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         const char *ptx = getenv("GS_KERNELS_PTX");
         if (!ptx || access(ptx, R_OK) != 0)
                 return 77;
@@ -328,7 +300,7 @@ static void on_alarm_launch(int sig)
 
 static int run_signal_launch(void)
 {
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         const char *ptx = getenv("GS_KERNELS_PTX");
         if (!ptx || access(ptx, R_OK) != 0)
                 return 77;
@@ -423,7 +395,7 @@ static int fork_child(void)
 static int run_fork(void)
 {
         setenv("GPUSLICE_TEST_HOOKS", "1", 1);
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         hold_fn *hold = (hold_fn *)dlsym(RTLD_DEFAULT, "gpuslice_test_hold");
         EXPECT(hold, "the shim's test hook gpuslice_test_hold");
         /* every lock on the paths below has had its first use */
@@ -471,7 +443,7 @@ static int run_fork(void)
 static int run_crossgpu(void)
 {
         unsetenv("CUDA_VISIBLE_DEVICES");
-        setup_ctx();
+        st_ctx_up(&dev, &ctx);
         int n = 0;
         CU_OK(cuDeviceGetCount(&n));
         EXPECT(n == 2, "simgpu shows %d GPUs", n);

@@ -37,16 +37,6 @@ static const CUmemAllocationProp share_prop = {
         .requestedHandleTypes = FD_TYPE,
 };
 
-static void setup_ctx(void)
-{
-        CUdevice dev;
-        CUcontext ctx;
-        CU_OK(cuInit(0));
-        CU_OK(cuDeviceGet(&dev, 0));
-        CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-        CU_OK(cuCtxSetCurrent(ctx));
-}
-
 /* One byte or line of the conversation, and the descriptor (SCM_RIGHTS). */
 static void say(int s, char c)
 {
@@ -148,7 +138,7 @@ static pid_t spawn_b(int *ret_s)
 /* Slice A: the exporter. */
 static int run_cross(void)
 {
-        setup_ctx();
+        st_ctx_up(NULL, NULL);
         CUmemGenericAllocationHandle h;
         CU_OK(cuMemCreate(&h, SHARED, &share_prop, 0));
         int fd = -1;
@@ -191,7 +181,7 @@ static int run_cross(void)
 static int run_cross_b(void)
 {
         int s = 3;
-        setup_ctx();
+        st_ctx_up(NULL, NULL);
         /* with 13 chunks of its own the import does not fit */
         CUdeviceptr p[32], g;
         for (unsigned i = 0; i < 13; i++)

@@ -27,10 +27,7 @@ CUcontext ctx;
 
 void setup_ctx(void)
 {
-        CU_OK(cuInit(0));
-        CU_OK(cuDeviceGet(&dev, 0));
-        CU_OK(cuDevicePrimaryCtxRetain(&ctx, dev));
-        CU_OK(cuCtxSetCurrent(ctx));
+        st_ctx_up(&dev, &ctx);
 }
 
 void check_ground_truth(void)
