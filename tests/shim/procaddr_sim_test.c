@@ -23,6 +23,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "../common/trampoline.h"
+
 #define EXPECT(cond, ...)                                                                   \
         do {                                                                                \
                 if (!(cond)) {                                                              \
@@ -63,22 +65,8 @@ static void base_of(const char *sym, char *out, size_t n)
 /* Where simgpu's entry point fn leads (its trampoline's jump), or fn. */
 static void *target_of(void *fn)
 {
-        const unsigned char *p = fn;
-#if defined(__x86_64__)
-        static const unsigned char endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
-        if (memcmp(p, endbr64, 4) == 0 && p[4] == 0xe9) {
-                int32_t rel;
-                memcpy(&rel, p + 5, 4);
-                return (void *)(p + 9 + rel);
-        }
-#elif defined(__aarch64__)
-        uint32_t bti, b;
-        memcpy(&bti, p, 4);
-        memcpy(&b, p + 4, 4);
-        if (bti == 0xd503245fu && (b & 0xfc000000u) == 0x14000000u)
-                return (void *)(p + 4 + (intptr_t)((int32_t)(b << 6) >> 6) * 4);
-#endif
-        return fn;
+        void *t = ct_trampoline_target(fn);
+        return t ? t : fn;
 }
 
 static const int versions[] = { 2000, 3020, 4000, 7000, 11000, 11020, 11040, 12000, 12030, 12050, 13000 };

@@ -3,6 +3,7 @@
  * and that what it returns is an internal entry point of the variant dlsym
  * finds, never the exported (interposable) address itself. */
 #include "simtest.h"
+#include "trampoline.h"
 
 #include <dlfcn.h>
 #include <stdint.h>
@@ -20,33 +21,6 @@ static void *get(const char *name, int ver, cuuint64_t flags, CUresult want_rc,
         return fn;
 }
 
-/* Where the internal entry point fn leads: simgpu's entries are
- * trampolines (endbr64; jmp rel32 on x86-64, bti c; b imm26 on aarch64).
- * NULL when fn is not one. */
-static void *entry_target(void *fn)
-{
-        const unsigned char *p = fn;
-#if defined(__x86_64__)
-        static const unsigned char endbr64[4] = { 0xf3, 0x0f, 0x1e, 0xfa };
-        if (memcmp(p, endbr64, 4) != 0 || p[4] != 0xe9)
-                return NULL;
-        int32_t rel;
-        memcpy(&rel, p + 5, 4);
-        return (void *)(p + 9 + rel);
-#elif defined(__aarch64__)
-        uint32_t bti, b;
-        memcpy(&bti, p, 4);
-        memcpy(&b, p + 4, 4);
-        if (bti != 0xd503245fu || (b & 0xfc000000u) != 0x14000000u)
-                return NULL;
-        int32_t imm = (int32_t)(b << 6) >> 6;
-        return (void *)(p + 4 + (intptr_t)imm * 4);
-#else
-        (void)p;
-        return fn;
-#endif
-}
-
 /* cuGetProcAddress(name, ver, flags) must hand out the driver's internal
  * entry point of exported symbol sym: never the exported address itself (a
  * preloaded interposer of sym would get its own function back), but a
@@ -60,7 +34,7 @@ static void same(const char *name, int ver, cuuint64_t flags, const char *sym)
         CT_ASSERT(fn != want, "%s@%d flags %llu: the exported address of %s, not an internal entry",
                   name, ver, (unsigned long long)flags, sym);
 #endif
-        CT_ASSERT(entry_target(fn) == want, "%s@%d flags %llu does not lead to %s", name, ver,
+        CT_ASSERT(ct_trampoline_target(fn) == want, "%s@%d flags %llu does not lead to %s", name, ver,
                   (unsigned long long)flags, sym);
 }
 
