@@ -140,11 +140,28 @@ fail:
 }
 
 /* Under the state lock: a free record slot, or -1. */
-static int record_new(struct sim_state *st)
+int sim_ipc_claim(struct sim_state *st, int dev, int memfd, uint64_t bytes, bool vmm, uint64_t ino)
 {
-        for (int i = 0; i < SIM_MAX_IPC; i++)
-                if (!st->ipc[i].in_use)
-                        return i;
+        for (int slot = 0; slot < SIM_MAX_IPC; slot++) {
+                struct sim_ipc_rec *r = &st->ipc[slot];
+
+                if (r->in_use)
+                        continue;
+                memset(r, 0, sizeof(*r));
+                for (int k = 0; k < SIM_IPC_IMPORTERS; k++)
+                        r->imp[k] = -1;
+                r->id = ++st->next_ipc_id;
+                r->vmm = vmm;
+                r->ino = ino;
+                r->dev = dev;
+                r->exporter = r->owner = sim_g.proc;
+                r->exporter_holds = 1;
+                r->exporter_pid = (int32_t)getpid();
+                r->memfd = memfd;
+                r->bytes = bytes;
+                r->in_use = 1;
+                return slot;
+        }
         return -1;
 }
 
@@ -175,22 +192,9 @@ SIM_EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *out, CUdeviceptr dptr)
                 return CUDA_ERROR_MAP_FAILED;
         }
         sim_lock(st);
-        int slot = record_new(st);
-        if (slot >= 0) {
-                struct sim_ipc_rec *r = &st->ipc[slot];
-                memset(r, 0, sizeof(*r));
-                for (int k = 0; k < SIM_IPC_IMPORTERS; k++)
-                        r->imp[k] = -1;
-                r->id = ++st->next_ipc_id;
-                r->dev = a.dev;
-                r->exporter = r->owner = sim_g.proc;
-                r->exporter_holds = 1;
-                r->exporter_pid = (int32_t)getpid();
-                r->memfd = fd;
-                r->bytes = a.charged;
-                r->in_use = 1;
-                h.id = r->id;
-        }
+        int slot = sim_ipc_claim(st, a.dev, fd, a.charged, false, 0);
+        if (slot >= 0)
+                h.id = st->ipc[slot].id;
         sim_unlock(st);
         if (slot < 0) {
                 /* the memory stays shared-mapped; only the export failed */

@@ -305,6 +305,13 @@ bool sim_ipc_free_exported(const struct sim_alloc *a);
 void sim_ipc_import_drop(const struct sim_alloc *a);
 /* In a forked child: forget the parent's exports and imports. */
 void sim_ipc_forget(void);
+/* Under sim_lock(st): claims a free record of st->ipc for an export by
+ * this process (its exporter and owner, holding it; no importer yet) of
+ * `bytes` on device dev: memfd is where importers find the memory (-1:
+ * none), vmm and ino mark a cuMemCreate allocation found by its memfd's
+ * inode (vmm_share.c). Returns the record's slot, its fresh id in
+ * st->ipc[slot].id; or -1 when every record is in use. */
+int sim_ipc_claim(struct sim_state *st, int dev, int memfd, uint64_t bytes, bool vmm, uint64_t ino);
 
 /* --- launch.c --- */
 /* Enqueues one decoded launch on stream s (or records it into the stream's

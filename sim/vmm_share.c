@@ -87,27 +87,10 @@ static CUresult share_locked(struct sim_vmm_handle *h)
                 return CUDA_ERROR_OUT_OF_MEMORY;
         struct sim_state *st = sim_g.st;
         sim_lock(st);
-        int slot = -1;
-        for (int i = 0; i < SIM_MAX_IPC && slot < 0; i++)
-                if (!st->ipc[i].in_use)
-                        slot = i;
-        if (slot >= 0) {
-                struct sim_ipc_rec *r = &st->ipc[slot];
-                memset(r, 0, sizeof(*r));
-                for (int k = 0; k < SIM_IPC_IMPORTERS; k++)
-                        r->imp[k] = -1;
-                r->id = ++st->next_ipc_id;
-                r->vmm = 1;
-                r->ino = (uint64_t)sb.st_ino;
-                r->dev = h->dev;
-                r->exporter = r->owner = sim_g.proc;
-                r->exporter_holds = 1;
-                r->exporter_pid = (int32_t)getpid();
-                r->memfd = -1; /* not an IPC handle's: cuIpcOpenMemHandle cannot map it */
-                r->bytes = h->size;
-                r->in_use = 1;
-                h->share_id = r->id;
-        }
+        /* memfd -1: not an IPC handle's, cuIpcOpenMemHandle cannot map it */
+        int slot = sim_ipc_claim(st, h->dev, -1, h->size, true, (uint64_t)sb.st_ino);
+        if (slot >= 0)
+                h->share_id = st->ipc[slot].id;
         sim_unlock(st);
         if (slot < 0) {
                 sim_log("no free record for a shareable handle (%d machine-wide)", SIM_MAX_IPC);
