@@ -40,10 +40,7 @@ pending = [""]
 
 w = World("logs", devices=1, memory="8Gi")
 try:
-    hold_bin = os.path.join(w.build, "tests/daemon/gs_alloc_hold")
-    if not os.path.exists(hold_bin) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    hold_bin = need_hold(w)
     w.start_daemon()
     logdir = w.env["GPUSLICE_LOG_DIR"]
     over = str(2 << 30)  # 2Gi in a 1Gi slice

@@ -16,10 +16,7 @@ assert len(NAME) == 63
 
 w = World("ps", devices=2, memory="8Gi")
 try:
-    hold_bin = os.path.join(w.build, "tests/daemon/gs_alloc_hold")
-    if not os.path.exists(hold_bin) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    hold_bin = need_hold(w)
 
     # No daemon: ps says so, exits 1, and starts none.
     r = w.cli("ps")

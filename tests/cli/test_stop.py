@@ -22,10 +22,7 @@ def holds_memory(w, pid):
 
 w = World("stop", devices=1, memory="8Gi")
 try:
-    hold_bin = os.path.join(w.build, "tests/daemon/gs_alloc_hold")
-    if not os.path.exists(hold_bin) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    hold_bin = need_hold(w)
     w.start_daemon()
     keeper = subprocess.Popen([w.cli_bin, "run", "--sim", "--gpu", "300m", "--gpu-memory", "1Gi",
                                "--name", "keeper", "--", hold_bin, str(100 << 20)],

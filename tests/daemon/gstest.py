@@ -238,6 +238,16 @@ class World:
             fail("sanitizer report in the daemon's log")
 
 
+def need_hold(w):
+    """The path of gs_alloc_hold (a process that holds GPU memory through
+    the shim); exits SKIP when it or the shim is not built."""
+    hold = os.path.join(w.build, "tests/daemon/gs_alloc_hold")
+    if not os.path.exists(hold) or not os.path.exists(w.shim):
+        print("SKIP: gs_alloc_hold or the shim is not built")
+        sys.exit(SKIP)
+    return hold
+
+
 def skip_unless_tmpfs_namespace():
     """Exit SKIP unless this test may mount a tmpfs in a mount namespace of
     its own and enter the daemon's (root, unshare(1), nsenter(1))."""

@@ -28,9 +28,7 @@ def holders(w):
 
 w = World("books-claim", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
-    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    need_hold(w)
     w.start_daemon("--watch-interval", "250", "--overuse-grace", str(GRACE_MS),
                    "--overuse-policy", "kill")
     h = Holder(w, 'setsid /bin/sh -c \'"$HOLD" 805306368 > "$DIR/g1.out" &\'; '

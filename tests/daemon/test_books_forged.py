@@ -30,9 +30,7 @@ def zero_used(sdir):
 
 w = World("books-forged", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
-    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    need_hold(w)
     w.start_daemon("--watch-interval", "250", "--overuse-grace", str(GRACE_MS))
     # p1 holds 768 MiB + its 256 MiB context: the whole 1 GiB cap.
     h = Holder(w, '"$HOLD" 805306368 > "$DIR/p1.out" & '

@@ -17,9 +17,7 @@ from wdtest import *  # noqa
 
 w = World("draining", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
-    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    need_hold(w)
     w.start_daemon("--watch-interval", "250")
     h = Holder(w, 'setsid /bin/sh -c \'"$HOLD" 2147483648 > "$DIR/g.out" &\'; '
                   'while ! grep -q ready "$DIR/g.out" 2>/dev/null; do sleep 0.05; done; exit 0')

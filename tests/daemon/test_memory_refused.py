@@ -31,9 +31,7 @@ def refusals_metric(text, sid):
 
 w = World("memory-refused", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
-    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    need_hold(w)
     w.start_daemon("--watch-interval", "250", "--metrics-listen", "127.0.0.1:0")
     listen = r"metrics: listening on 127\.0\.0\.1:(\d+)"
     w.wait_for(lambda: re.search(listen, w.log_text()), timeout=10, what="the metrics listen line")

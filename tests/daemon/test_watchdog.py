@@ -15,10 +15,7 @@ from wdtest import *  # noqa
 
 w = World("watchdog", devices=2, memory="16Gi", ctx_overhead="256Mi")
 try:
-    hold = hold_bin(w)
-    if not os.path.exists(hold) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    hold = need_hold(w)
     w.start_daemon("--overuse-grace", "1000", "--watch-interval", "250",
                    "--metrics-listen", "127.0.0.1:0")
 

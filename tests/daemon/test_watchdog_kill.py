@@ -16,10 +16,7 @@ from wdtest import *  # noqa
 INTERVAL, GRACE = 0.5, 1.0
 w = World("wdkill", devices=2, memory="16Gi", ctx_overhead="256Mi")
 try:
-    hold = hold_bin(w)
-    if not os.path.exists(hold) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    hold = need_hold(w)
     w.start_daemon("--overuse-policy", "kill", "--overuse-grace", str(int(GRACE * 1000)))
     gpus = [d["uuid"] for d in w.smi()["devices"]]
 

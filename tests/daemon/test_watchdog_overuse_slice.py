@@ -64,9 +64,7 @@ def wait_cli_event(w, pred, timeout, what):
 
 w = World("wdslice", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
-    if not os.path.exists(hold_bin(w)) or not os.path.exists(w.shim):
-        print("SKIP: gs_alloc_hold or the shim is not built")
-        sys.exit(SKIP)
+    need_hold(w)
     w.start_daemon("--overuse-grace", str(int(GRACE * 1000)),
                    "--watch-interval", str(int(INTERVAL * 1000)))
 
