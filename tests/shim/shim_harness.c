@@ -257,6 +257,25 @@ uint64_t st_sim_used(int pid)
         return used;
 }
 
+void st_write_other_conf(const char *name, const char *limits, char *path, size_t size)
+{
+        char sdir[512], line[1024], uuid[1024] = "", text[2048];
+        snprintf(sdir, sizeof(sdir), "%s/../%s", getenv("SHIMTEST_SLICE_DIR"), name);
+        EXPECT(mkdir(sdir, 0700) == 0, "mkdir %s: %s", sdir, strerror(errno));
+        FILE *f = fopen(getenv("GPUSLICE_CONFIG"), "re");
+        EXPECT(f, "the slice's config");
+        while (fgets(line, sizeof(line), f))
+                if (!strncmp(line, "gpu_uuid = ", 11))
+                        snprintf(uuid, sizeof(uuid), "%s", line + 11);
+        fclose(f);
+        snprintf(text, sizeof(text), "version = 1\nslice = other\ngpu_uuid = %s%sslice_dir = %s\n",
+                 uuid, limits, sdir);
+        snprintf(path, size, "%s/../%s.conf", getenv("SHIMTEST_SLICE_DIR"), name);
+        f = fopen(path, "we");
+        EXPECT(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
+        EXPECT(chmod(path, 0644) == 0, "chmod %s", path);
+}
+
 uint64_t st_slice_used(void)
 {
         char path[512];

@@ -66,6 +66,12 @@ char *st_sim_json(void);
 uint64_t st_sim_used(int pid);
 /* Child side: bytes charged to the whole slice in its accounting file. */
 uint64_t st_slice_used(void);
+/* Child side: writes the config of a second slice, `slice = other`, on
+ * the harness's GPU (the gpu_uuid of GPUSLICE_CONFIG), with `limits` (its
+ * memory_limit = ... lines) and its own books in a new directory
+ * SHIMTEST_SLICE_DIR/../<name>; the config is <name>.conf beside it, its
+ * path returned in path. */
+void st_write_other_conf(const char *name, const char *limits, char *path, size_t size);
 /* Child side: starts this program again as `role` (inheriting the preload)
  * with stdout connected to a pipe whose read end is returned in *ret_fd. */
 int st_spawn(const char *role, int *ret_fd);

@@ -485,25 +485,10 @@ static int run_crossgpu(void)
 
 static int run_localconf(void)
 {
-        char dir[512], other[600], text[1024];
-        snprintf(dir, sizeof(dir), "%s/../other", getenv("SHIMTEST_SLICE_DIR"));
-        EXPECT(mkdir(dir, 0700) == 0, "mkdir %s", dir);
-        snprintf(other, sizeof(other), "%s/../other.conf", getenv("SHIMTEST_SLICE_DIR"));
-        /* the same GPU: the UUID of the config the harness wrote */
-        char uuid[sizeof(text)] = "";
-        FILE *f = fopen(getenv("GPUSLICE_CONFIG"), "re");
-        EXPECT(f, "the slice's config");
-        while (fgets(text, sizeof(text), f))
-                if (!strncmp(text, "gpu_uuid = ", 11))
-                        snprintf(uuid, sizeof(uuid), "%s", text + 11);
-        fclose(f);
-        snprintf(text, sizeof(text),
-                 "version = 1\nslice = other\ngpu_uuid = %smemory_limit = 8589934592\n"
-                 "compute_milli = 1000\nslice_dir = %s\n",
-                 uuid, dir);
-        f = fopen(other, "we");
-        EXPECT(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", other);
-        EXPECT(chmod(other, 0644) == 0, "chmod");
+        /* the same GPU as the config the harness wrote */
+        char other[600];
+        st_write_other_conf("other", "memory_limit = 8589934592\ncompute_milli = 1000\n", other,
+                            sizeof(other));
         /* what `gpuslice run` gives a process of slice `test`, with
          * GPUSLICE_CONFIG pointed elsewhere */
         setenv("GPUSLICE_SLICE", "test", 1);

@@ -89,34 +89,14 @@ static void check_cap(int pid, const char *who, const char *when)
                when, who, (unsigned long long)(sim / MiB), (unsigned long long)(ST_CAP / MiB));
 }
 
-/* Writes slice B's config (the harness's GPU, its own books) and returns
- * its path in path. */
-static void write_conf_b(char *path, size_t size)
-{
-        char dir[512], uuid[1024] = "", text[1024];
-        snprintf(dir, sizeof(dir), "%s/../slice-b", getenv("SHIMTEST_SLICE_DIR"));
-        EXPECT(mkdir(dir, 0700) == 0, "mkdir %s: %s", dir, strerror(errno));
-        FILE *f = fopen(getenv("GPUSLICE_CONFIG"), "re");
-        EXPECT(f, "the slice's config");
-        while (fgets(text, sizeof(text), f))
-                if (!strncmp(text, "gpu_uuid = ", 11))
-                        snprintf(uuid, sizeof(uuid), "%s", text + 11);
-        fclose(f);
-        snprintf(text, sizeof(text),
-                 "version = 1\nslice = other\ngpu_uuid = %smemory_limit = 1073741824\n"
-                 "compute_milli = 500\ncontext_overhead = 67108864\nslice_dir = %s\n",
-                 uuid, dir);
-        snprintf(path, size, "%s/../slice-b.conf", getenv("SHIMTEST_SLICE_DIR"));
-        f = fopen(path, "we");
-        EXPECT(f && fputs(text, f) >= 0 && fclose(f) == 0, "write %s", path);
-        EXPECT(chmod(path, 0644) == 0, "chmod %s", path);
-}
-
 /* Starts this program as the importer in slice B, talking over *ret_s. */
 static pid_t spawn_b(int *ret_s)
 {
-        char conf[600];
-        write_conf_b(conf, sizeof(conf));
+        char conf[600]; /* slice B: the harness's GPU, its own books */
+        st_write_other_conf("slice-b",
+                            "memory_limit = 1073741824\ncompute_milli = 500\n"
+                            "context_overhead = 67108864\n",
+                            conf, sizeof(conf));
         int sv[2];
         EXPECT(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) == 0, "socketpair");
         pid_t pid = fork();
