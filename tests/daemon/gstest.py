@@ -238,6 +238,23 @@ class World:
             fail("sanitizer report in the daemon's log")
 
 
+def spawn_with_pid(pid, uid=None):
+    """A sleeper (of user uid, when given) with pid `pid` (root: through
+    ns_last_pid), or None when the pid cannot be had."""
+    for _ in range(50):
+        try:
+            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
+                f.write(str(pid - 1))
+        except OSError:
+            return None
+        p = subprocess.Popen(["sleep", "60"], user=uid)
+        if p.pid == pid:
+            return p
+        p.kill()
+        p.wait()
+    return None
+
+
 def need_hold(w):
     """The path of gs_alloc_hold (a process that holds GPU memory through
     the shim); exits SKIP when it or the shim is not built."""

@@ -7,27 +7,10 @@ the previous daemon the create was refused ('process N already has slice')
 for as long as the first slice drained. SKIP when not root or when the pid
 cannot be had again (another process took it)."""
 import os
-import subprocess
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from wdtest import *  # noqa
-
-
-def spawn_with_pid(pid):
-    """A sleeper with pid `pid`, or None."""
-    for _ in range(50):
-        try:
-            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-                f.write(str(pid - 1))
-        except OSError:
-            return None
-        p = subprocess.Popen(["sleep", "60"])
-        if p.pid == pid:
-            return p
-        p.kill()
-        p.wait()
-    return None
 
 
 if os.geteuid() != 0:

@@ -8,7 +8,6 @@ target=up must not signal that other user's process: it is refused (no
 daemon it got SIGTERM. SKIP when not root or when the pid cannot be had
 again."""
 import os
-import subprocess
 import sys
 import time
 
@@ -16,22 +15,6 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from gstest import *  # noqa
 
 STOP = 7
-
-
-def spawn_with_pid(pid, uid):
-    """A sleeper of user uid with pid `pid`, or None."""
-    for _ in range(50):
-        try:
-            with open("/proc/sys/kernel/ns_last_pid", "w") as f:
-                f.write(str(pid - 1))
-        except OSError:
-            return None
-        p = subprocess.Popen(["sleep", "60"], user=uid)
-        if p.pid == pid:
-            return p
-        p.kill()
-        p.wait()
-    return None
 
 
 if os.geteuid() != 0:
