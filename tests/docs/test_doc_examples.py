@@ -54,6 +54,9 @@ import time
 
 import yaml
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../common"))
+import fresh_tmpfs  # noqa: E402
+
 SKIP = 77
 SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -118,9 +121,7 @@ def fresh_machine():
         time.sleep(0.05)
     os.chdir("/")
     for mnt, mode in (("/run", "755"), ("/tmp", "1777"), ("/var/log", "755")):
-        subprocess.run(["umount", "-l", mnt], capture_output=True)
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=" + mode, "gs-doc-" + mnt[1:], mnt],
-                       check=True)
+        fresh_tmpfs.mount_tmpfs(mnt, mode, "gs-doc-" + mnt[1:])
 
 
 def protect(build):
@@ -398,6 +399,11 @@ def main():
     build = os.environ["GS_BUILD_DIR"]
     if os.getpid() != 1:
         sys.exit("FAIL: not the init of a pid namespace of its own: refusing to clear the machine")
+    # A checkout (and its build, ../shared) under /tmp stays visible over
+    # each fresh /tmp: the source read-only, the build writable.
+    fresh_tmpfs.keep(SRC, read_only=True)
+    fresh_tmpfs.keep(os.path.join(os.path.dirname(SRC), "shared"), read_only=True)
+    fresh_tmpfs.keep(build)
     protect(build)
     results, failed = [], 0
     for path in docs():

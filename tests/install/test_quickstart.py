@@ -39,6 +39,9 @@ import subprocess
 import sys
 import time
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "../common"))
+import fresh_tmpfs  # noqa: E402
+
 SKIP = 77
 SRC = os.path.abspath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "../.."))
 SYS_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -105,9 +108,12 @@ def fresh_etc():
 
 def machine(build):
     """/run, /tmp, /usr/local fresh; /etc a private copy; simgpu the driver."""
+    # A checkout (and its build, ../shared) under one of them stays visible.
+    for keep in (SRC, os.path.join(os.path.dirname(SRC), "shared"), build):
+        fresh_tmpfs.keep(keep)
     for mnt, mode in (("/run", "755"), ("/tmp", "1777"), ("/usr/local", "755"),
                       ("/var/log", "755")):
-        subprocess.run(["mount", "-t", "tmpfs", "-o", "mode=" + mode, "gs-qs", mnt], check=True)
+        fresh_tmpfs.mount_tmpfs(mnt, mode, "gs-qs")
     fresh_etc()
     os.makedirs(SIMDIR)
     os.chmod(SIMDIR, 0o1777)
