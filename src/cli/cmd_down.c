@@ -11,6 +11,7 @@
  * owner); up then stops its APIs as on Ctrl-C. down returns once every one
  * of their slices is freed and each up has exited. */
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,6 +24,7 @@
 #include "client.h"
 #include "macro.h"
 #include "number.h"
+#include "proc_stat.h"
 
 enum { OPT_TIMEOUT = 1, OPT_SIM };
 
@@ -50,29 +52,37 @@ const struct cli_cmd cli_cmd_down = {
 
 struct target {
         int up_pid;
+        uint64_t up_start;             /* its start time when found (pid reuse) */
         char id[GS_SLICE_ID_MAX + 1];  /* one of its slices: what the stop names */
         char spec[GS_PATH_MAX];
         bool gone;
 };
 
-/* Whether process pid still runs (a zombie does not). */
-static bool alive(int pid)
+/* Process pid's stat, or -errno (gone, or unreadable). */
+static int read_stat(int pid, struct gs_proc_stat *ret)
 {
-        char path[64], text[512];
-        FILE *f;
-        bool live = false;
+        char path[64], text[1024];
+        ssize_t n;
+        int fd, r;
 
         snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-        f = fopen(path, "re");
-        if (!f)
-                return false;
-        if (fgets(text, sizeof(text), f)) {
-                const char *p = strrchr(text, ')');
+        fd = open(path, O_RDONLY | O_CLOEXEC);
+        if (fd < 0)
+                return -errno;
+        n = read(fd, text, sizeof(text));
+        r = n < 0 ? -errno : gs_proc_stat_parse(text, (size_t)n, ret);
+        close(fd);
+        return r;
+}
 
-                live = p && p[1] == ' ' && p[2] != 'Z' && p[2] != 'X';
-        }
-        fclose(f);
-        return live;
+/* Whether process pid still runs and is the one seen first (its start
+ * time `start`: a pid reused by another process is gone); a zombie is not. */
+static bool alive(int pid, uint64_t start)
+{
+        struct gs_proc_stat st;
+
+        return read_stat(pid, &st) == 0 && st.start_time == start && st.state != 'Z' &&
+               st.state != 'X';
 }
 
 /* The spec's absolute path, as `up` records it (realpath; a spec removed
@@ -117,7 +127,7 @@ static size_t down_left(const struct cli_listing *l, void *ctx)
         for (size_t i = 0; i < w->n; i++) {
                 struct target *t = &w->t[i];
 
-                if (!t->gone && !alive(t->up_pid) && n_listed(l, t->up_pid) == 0) {
+                if (!t->gone && !alive(t->up_pid, t->up_start) && n_listed(l, t->up_pid) == 0) {
                         t->gone = true;
                         printf("down: gpuslice up (pid %d, %s) stopped; its slices are freed\n",
                                t->up_pid, t->spec);
@@ -178,7 +188,10 @@ int cmd_down(int argc, char **argv)
                         known = known || t[k].up_pid == s->up_pid;
                 if (known)
                         continue;
+                struct gs_proc_stat st;
+
                 t[n].up_pid = s->up_pid;
+                t[n].up_start = read_stat(s->up_pid, &st) == 0 ? st.start_time : 0;
                 snprintf(t[n].id, sizeof(t[n].id), "%s", s->id);
                 snprintf(t[n].spec, sizeof(t[n].spec), "%s", s->up_spec);
                 n++;

@@ -152,7 +152,7 @@ static int follow(const char *path, int fd, int64_t off)
                 if (fstat(fd, &cur) == 0 && cur.st_size < off)
                         off = 0; /* truncated */
                 if (stat(path, &now) == 0 && (now.st_ino != cur.st_ino || now.st_dev != cur.st_dev)) {
-                        int nfd = open(path, O_RDONLY | O_CLOEXEC);
+                        int nfd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 
                         if (nfd >= 0) {
                                 if (copy_from(fd, off) < 0) {
@@ -209,12 +209,12 @@ int cmd_logs(int argc, char **argv)
                 gs_error_free(err);
                 return 1;
         }
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
+        int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
         int e = fd < 0 ? errno : 0;
         char named[GS_SLICE_NAME_MAX + 1];
         if (e == ENOENT && name_of_id(name, named, sizeof(named)) &&
             slice_log_path(dir, named, path, sizeof(path), NULL) == 0) {
-                fd = open(path, O_RDONLY | O_CLOEXEC); /* an id given: the log bears its name */
+                fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK); /* an id given: the log bears its name */
                 e = fd < 0 ? errno : 0;
         }
         if (fd < 0) {

@@ -53,6 +53,18 @@ try:
               "an allocation over the cap was not refused: %d %r %r" % (r.returncode, r.stdout,
                                                                         r.stderr))
 
+    # A FIFO where the log should be (a user's own directory may hold
+    # anything): a clear error at once, not a logs that waits for a writer.
+    os.makedirs(logdir, exist_ok=True)
+    os.mkfifo(os.path.join(logdir, "piped.log"))
+    try:
+        r = w.cli("logs", "piped")
+    except subprocess.TimeoutExpired:
+        fail("logs of a FIFO blocked waiting for a writer")
+    check(r.returncode == 1 and "not a regular file" in r.stderr,
+          "logs of a FIFO: %d %r" % (r.returncode, r.stderr))
+    os.unlink(os.path.join(logdir, "piped.log"))
+
     # No log yet: the error names the name and where it looked.
     r = w.cli("logs", "refuser")
     check(r.returncode == 1 and "'refuser'" in r.stderr and
