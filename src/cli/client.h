@@ -139,8 +139,6 @@ int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct 
 int cli_stop_slice(int fd, const char *id, bool up, uint64_t grace_ms, int *ret_pid,
                    struct gs_error **err);
 
-
-
 /* List GPUs and slices into *ret (cli_listing_done). */
 int cli_list(int fd, struct cli_listing *ret, struct gs_error **err);
 void cli_listing_done(struct cli_listing *l);
