@@ -155,6 +155,8 @@ fi
 outdir=${outdir:-$build}
 mkdir -p "$outdir" || die "cannot create $outdir"
 figures="$outdir/gpu-figures.txt"
+# the slices' logs (gpuslice run/up log each slice) with the figures, not in /var/log
+export GPUSLICE_LOG_DIR=${GPUSLICE_LOG_DIR:-$outdir/slice-logs}
 {
   echo "gpuslice real-GPU kit, $(date -u +%Y-%m-%dT%H:%M:%SZ), $rev${bundle:+, from the bundle $bundle}"
   if [ $sim = 0 ]; then
