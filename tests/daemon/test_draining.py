@@ -19,8 +19,7 @@ w = World("draining", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
     need_hold(w)
     w.start_daemon("--watch-interval", "250")
-    h = Holder(w, 'setsid /bin/sh -c \'"$HOLD" 2147483648 > "$DIR/g.out" &\'; '
-                  'while ! grep -q ready "$DIR/g.out" 2>/dev/null; do sleep 0.05; done; exit 0')
+    h = outliving_holder(w, 2147483648)
     t, items = w.create(h.p.pid, 600, memory=4 * GIB)
     check(t == REPLY | CREATE, "create A: %r" % (items,))
     sid = get(items, "slice")

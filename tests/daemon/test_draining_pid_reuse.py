@@ -20,8 +20,7 @@ w = World("drainreuse", devices=1, memory="16Gi", ctx_overhead="256Mi")
 try:
     need_hold(w)
     w.start_daemon("--watch-interval", "250")
-    h = Holder(w, 'setsid /bin/sh -c \'"$HOLD" 1073741824 > "$DIR/g.out" &\'; '
-                  'while ! grep -q ready "$DIR/g.out" 2>/dev/null; do sleep 0.05; done; exit 0')
+    h = outliving_holder(w, 1073741824)
     t, items = w.create(h.p.pid, 500, memory=4 * GIB)
     check(t == REPLY | CREATE, "create A: %r" % (items,))
     sid = get(items, "slice")

@@ -40,6 +40,15 @@ class Holder:
         self.p.stdin.flush()
 
 
+def outliving_holder(w, nbytes):
+    """A Holder whose script leaves a setsid'd grandchild holding nbytes of
+    GPU memory (its output in DIR/g.out) and exits once that one is ready:
+    a process of the slice that outlives the slice's first process."""
+    return Holder(w, 'setsid /bin/sh -c \'"$HOLD" %d > "$DIR/g.out" &\'; '
+                     'while ! grep -q ready "$DIR/g.out" 2>/dev/null; do sleep 0.05; done; '
+                     'exit 0' % nbytes)
+
+
 def preload(shim):
     ldd = subprocess.run(["ldd", shim], capture_output=True, text=True).stdout
     m = re.search(r"(\S*libasan\.so\S*) => (\S+)", ldd)
