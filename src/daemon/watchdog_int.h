@@ -60,7 +60,6 @@ struct wd_acct {
         bool nvml_ok;        /* NVML answered for each of its GPUs in that sample */
         uint64_t used[GS_SLICE_MAX_GPUS]; /* NVML bytes of its processes, per GPU */
         uint32_t holders;    /* its processes that held GPU memory */
-        uint32_t holder_pid; /* one of them */
         uint64_t books_ooms; /* the books' refusal count last read */
         uint64_t refusals;   /* refusals counted by the daemon (monotonic) */
         bool refusal_reported;

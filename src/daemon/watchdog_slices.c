@@ -89,7 +89,6 @@ static void figures(const struct gs_slice *ls, int k, const struct gs_wd_snapsho
                                 continue;
                         a->used[g] += sg->procs[p].used;
                         a->holders++;
-                        a->holder_pid = sg->procs[p].pid;
                 }
         }
 }
