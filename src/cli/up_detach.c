@@ -12,10 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_listing.h"
 #include "macro.h"
 #include "number.h"
 
@@ -89,14 +89,6 @@ static bool detach_stopped(void *ud, size_t api)
         return d->inner.stopped && d->inner.stopped(d->inner.ud, api);
 }
 
-static int64_t now_ms(void)
-{
-        struct timespec ts;
-
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* One line of the report, printed for the user. Returns 1 for "ready". */
 static int show_line(const char *line, const struct up_api *apis, size_t n_apis, bool *started,
                      bool *refused)
@@ -127,17 +119,17 @@ static int wait_report(int fd, pid_t sup, const char *up_log, const char *spec_p
         _cleanup_free_ bool *started = calloc(n_apis, sizeof(bool));
         _cleanup_free_ bool *refused = calloc(n_apis, sizeof(bool));
         _cleanup_free_ char *buf = malloc(REPORT_MAX);
-        int64_t deadline = now_ms() + UP_DETACH_WAIT_MS;
+        int64_t deadline = cli_now_ms() + UP_DETACH_WAIT_MS;
         size_t len = 0, n_started = 0, n_refused = 0;
         bool ready = false, eof = false;
 
         if (!started || !refused || !buf)
                 return CLI_EXIT_FAILURE;
-        while (!ready && !eof && now_ms() < deadline) {
+        while (!ready && !eof && cli_now_ms() < deadline) {
                 struct pollfd p = { .fd = fd, .events = POLLIN };
                 ssize_t n;
 
-                if (poll(&p, 1, (int)GS_MIN(deadline - now_ms(), 1000)) <= 0)
+                if (poll(&p, 1, (int)GS_MIN(deadline - cli_now_ms(), 1000)) <= 0)
                         continue;
                 n = read(fd, buf + len, REPORT_MAX - 1 - len);
                 if (n < 0 && errno == EINTR)
