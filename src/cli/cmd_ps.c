@@ -13,6 +13,7 @@
 #include "cli_json.h"
 #include "cli_listing.h"
 #include "cli_opts.h"
+#include "cli_table.h"
 #include "client.h"
 #include "macro.h"
 #include "placement.h"
@@ -50,10 +51,9 @@ static const char *const col_title[N_COLS] = { "NAME",   "ID",      "SHARE", "ME
                                                "OVERUSE", "UID",    "UP",    "LOG" };
 
 /* Right-aligned columns (numbers). */
-static bool col_right(int c)
-{
-        return c == COL_SHARE || c == COL_MEMORY || c == COL_USED || c == COL_PID || c == COL_UID;
-}
+static const bool col_right[N_COLS] = { [COL_SHARE] = true, [COL_MEMORY] = true,
+                                        [COL_USED] = true,  [COL_PID] = true,
+                                        [COL_UID] = true };
 
 struct row {
         char cell[N_COLS][1100]; /* a path past that is cut; names are at most 63 */
@@ -130,34 +130,27 @@ static void fill_row(const struct cli_slice *s, int64_t now, struct row *r)
 
 static int print_table(const struct cli_listing *l, bool wide, int64_t now)
 {
-        int n_cols = wide ? N_COLS : COL_POLICY;
-        size_t width[N_COLS];
-        _cleanup_free_ struct row *rows = calloc(l->n_slices + 1, sizeof(*rows));
+        struct cli_table t;
+        struct row row;
+        int r = cli_table_init(&t, wide ? N_COLS : COL_POLICY, col_title, col_right);
 
-        if (!rows)
-                return -ENOMEM;
-        for (int c = 0; c < n_cols; c++)
-                width[c] = strlen(col_title[c]);
-        for (size_t i = 0; i < l->n_slices; i++) {
-                fill_row(&l->slices[i], now, &rows[i]);
-                for (int c = 0; c < n_cols; c++)
-                        width[c] = GS_MAX(width[c], strlen(rows[i].cell[c]));
-        }
-        for (size_t i = 0; i <= l->n_slices; i++) {
-                for (int c = 0; c < n_cols; c++) {
-                        const char *text = i == 0 ? col_title[c] : rows[i - 1].cell[c];
-                        bool last = c == n_cols - 1;
+        for (size_t i = 0; r == 0 && i < l->n_slices; i++) {
+                const char *cells[N_COLS];
 
-                        if (last)
-                                printf("%s", text);
-                        else
-                                printf(col_right(c) ? "%*s  " : "%-*s  ", (int)width[c], text);
-                }
-                putchar('\n');
+                fill_row(&l->slices[i], now, &row);
+                for (int c = 0; c < N_COLS; c++)
+                        cells[c] = row.cell[c];
+                r = cli_table_add(&t, cells);
         }
-        if (l->n_slices == 0)
-                fputs("(no slices)\n", stderr);
-        return 0;
+        if (r == 0) {
+                cli_table_print_header(&t, stdout, "");
+                for (size_t i = 0; i < t.n_rows; i++)
+                        cli_table_print_row(&t, i, stdout, "");
+                if (l->n_slices == 0)
+                        fputs("(no slices)\n", stderr);
+        }
+        cli_table_done(&t);
+        return r;
 }
 
 static void print_json(const struct cli_listing *l, int64_t now)
