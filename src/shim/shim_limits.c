@@ -39,14 +39,8 @@ void *shim_drv_proc(const char *name)
 
 uint64_t shim_current_ctx(void)
 {
-        static __typeof__(&cuCtxGetCurrent) get_current;
-        __typeof__(&cuCtxGetCurrent) f = __atomic_load_n(&get_current, __ATOMIC_ACQUIRE);
-        if (!f) {
-                f = (__typeof__(&cuCtxGetCurrent))shim_drv_proc("cuCtxGetCurrent");
-                __atomic_store_n(&get_current, f, __ATOMIC_RELEASE);
-        }
         CUcontext c = NULL;
-        if (!f || f(&c) != CUDA_SUCCESS)
+        if (!shim_x.cuCtxGetCurrent || shim_x.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
                 return 0;
         return (uint64_t)(uintptr_t)c;
 }

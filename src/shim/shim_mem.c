@@ -27,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "shim.h"
+#include "shim_reserve.h"
 
 /* A pool this process allocated from. */
 struct pool_rec {
@@ -39,15 +39,6 @@ struct pool_rec {
 static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct pool_rec *pools;
 static unsigned n_pools, cap_pools;
-
-/* The calling thread's current context (0 if none). */
-static uint64_t cur_ctx(void)
-{
-        CUcontext c = NULL;
-        if (!shim_x.cuCtxGetCurrent || shim_x.cuCtxGetCurrent(&c) != CUDA_SUCCESS)
-                return 0;
-        return (uint64_t)(uintptr_t)c;
-}
 
 int shim_reserve(uint64_t bytes)
 {
@@ -188,7 +179,7 @@ static void pool_block_gone(CUmemoryPool pool, uint64_t bytes)
 /* Records a successful allocation; on failure to record, undoes it. */
 static CUresult track(uint32_t kind, uint64_t key, uint64_t bytes, uint64_t aux)
 {
-        uint64_t ctx = kind == SHIM_K_PTR ? cur_ctx() : 0; /* freed with its context */
+        uint64_t ctx = kind == SHIM_K_PTR ? shim_current_ctx() : 0; /* freed with its context */
         if (shim_table_put_in(kind, key, bytes, aux, ctx) == 0)
                 return CUDA_SUCCESS;
         shim_log("out of process memory for the allocation table: refusing an allocation");
@@ -335,7 +326,8 @@ static CUmemoryPool stream_pool(CUstream s, CUcontext c)
         if (!shim_x.cuCtxGetDevice || !shim_x.cuDeviceGetMemPool)
                 return NULL;
         bool pushed = false;
-        if (shim_x.cuCtxGetDevice(&dev) != CUDA_SUCCESS || cur_ctx() != (uint64_t)(uintptr_t)c) {
+        if (shim_x.cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+            shim_current_ctx() != (uint64_t)(uintptr_t)c) {
                 /* Ask with the stream's context current, then put it back. */
                 if (!c || !shim_x.cuCtxPushCurrent || !shim_x.cuCtxPopCurrent ||
                     shim_x.cuCtxPushCurrent(c) != CUDA_SUCCESS)
