@@ -49,11 +49,20 @@ int wd_books_claim(struct wd_state *w, pid_t pid)
         return -1;
 }
 
-static struct wd_acct *acct_of(struct wd_state *w, const char *id)
+/* The index of slice id's record in w->acct, or -1. */
+static int acct_index(const struct wd_state *w, const char *id)
 {
         for (size_t i = 0; i < w->n_acct; i++)
                 if (strcmp(w->acct[i].id, id) == 0)
-                        return &w->acct[i];
+                        return (int)i;
+        return -1;
+}
+
+static struct wd_acct *acct_of(struct wd_state *w, const char *id)
+{
+        int i = acct_index(w, id);
+        if (i >= 0)
+                return &w->acct[i];
         if (w->n_acct == GS_LEDGER_MAX_SLICES)
                 return NULL;
         struct wd_acct *a = &w->acct[w->n_acct++];
@@ -135,10 +144,8 @@ static void drain(struct daemon *d, struct wd_state *w)
         struct drain ids[16];
         size_t n = 0;
         for (size_t i = 0; i < d->n_drains && n < 16; i++) {
-                const struct wd_acct *a = NULL;
-                for (size_t j = 0; j < w->n_acct; j++)
-                        if (strcmp(w->acct[j].id, d->drains[i]->id) == 0)
-                                a = &w->acct[j];
+                int j = acct_index(w, d->drains[i]->id);
+                const struct wd_acct *a = j >= 0 ? &w->acct[j] : NULL;
                 if (a && a->gen == w->gen && a->nvml_ok && a->holders == 0)
                         ids[n++] = *d->drains[i];
         }
@@ -180,15 +187,13 @@ bool watchdog_slice_figures(const struct daemon *d, const char *id, struct wd_fi
         *ret = (struct wd_figures){ 0 };
         if (!w)
                 return false;
-        for (size_t i = 0; i < w->n_acct; i++) {
-                const struct wd_acct *a = &w->acct[i];
-                if (strcmp(a->id, id) != 0)
-                        continue;
-                ret->sampled = a->sampled;
-                memcpy(ret->used, a->used, sizeof(ret->used));
-                ret->holders = a->holders;
-                ret->refusals = a->refusals;
-                return true;
-        }
-        return false;
+        int i = acct_index(w, id);
+        if (i < 0)
+                return false;
+        const struct wd_acct *a = &w->acct[i];
+        ret->sampled = a->sampled;
+        memcpy(ret->used, a->used, sizeof(ret->used));
+        ret->holders = a->holders;
+        ret->refusals = a->refusals;
+        return true;
 }
