@@ -524,15 +524,8 @@ static size_t parse_gpu(const struct gs_proto_msg *m, size_t i, struct cli_gpu *
 }
 
 int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy,
-                     const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
-                     struct gs_error **err)
-{
-        return cli_create_slice_up(fd, milli, memory, policy, overuse, name, pid, NULL, ret, err);
-}
-
-int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *policy,
-                        const char *overuse, const char *name, pid_t pid, const char *up_spec,
-                        struct cli_slice *ret, struct gs_error **err)
+                     const char *overuse, const char *name, pid_t pid, const char *up_spec,
+                     struct cli_slice *ret, struct gs_error **err)
 {
         struct gs_proto_builder b;
         gs_proto_builder_init(&b, GS_MSG_CREATE, GS_PROTO_MAX_REQUEST);
@@ -559,7 +552,7 @@ int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *pol
                         if (overuse && strcmp(ret->overuse, overuse) != 0) {
                                 /* An older daemon ignored the key: the slice
                                  * would follow its policy, not the one asked. */
-                                cli_release_slice(fd, ret->id, NULL);
+                                cli_release_slice(fd, ret->id, NULL, NULL);
                                 return gs_error_set(err, -EPROTONOSUPPORT,
                                                     "gpusliced does not know per-slice over-use "
                                                     "policies (its slice %s has none); upgrade "
@@ -574,13 +567,7 @@ int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *pol
         return gs_error_set(err, -EBADMSG, "gpusliced's reply names no slice");
 }
 
-int cli_release_slice(int fd, const char *id, struct gs_error **err)
-{
-        bool stopped;
-        return cli_release_slice_stopped(fd, id, &stopped, err);
-}
-
-int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct gs_error **err)
+int cli_release_slice(int fd, const char *id, bool *ret_stopped, struct gs_error **err)
 {
         struct gs_proto_builder b;
         gs_proto_builder_init(&b, GS_MSG_RELEASE, GS_PROTO_MAX_REQUEST);
@@ -589,7 +576,8 @@ int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct 
         int r = cli_call(fd, &b, &m, err);
         if (r == 0) {
                 const char *v = gs_proto_msg_get(&m, "stopped");
-                *ret_stopped = v && !strcmp(v, "1");
+                if (ret_stopped)
+                        *ret_stopped = v && !strcmp(v, "1");
                 gs_proto_msg_done(&m);
         }
         return r;

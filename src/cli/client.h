@@ -109,27 +109,21 @@ struct cli_listing {
  * the default cap; policy "share"/"cap"/NULL; overuse "report"/"kill"/
  * "evict"/NULL (the daemon's); name may be NULL. A daemon that does not
  * echo the over-use policy asked for (one older than per-slice policies)
- * gets the slice released again, and -EPROTONOSUPPORT with a message. */
+ * gets the slice released again, and -EPROTONOSUPPORT with a message.
+ * up_spec: for `gpuslice up` running the spec at that absolute path (NULL:
+ * none), the daemon records the asker as the slice's supervisor, which
+ * `gpuslice down` stops (docs/daemon.md); a daemon that does not echo it
+ * (an older one) keeps the slice as an ordinary one: *ret->up_pid is then
+ * 0 (always 0 without up_spec). */
 int cli_create_slice(int fd, uint32_t milli, uint64_t memory, const char *policy,
-                     const char *overuse, const char *name, pid_t pid, struct cli_slice *ret,
-                     struct gs_error **err);
+                     const char *overuse, const char *name, pid_t pid, const char *up_spec,
+                     struct cli_slice *ret, struct gs_error **err);
 
-/* cli_create_slice for `gpuslice up` running the spec at up_spec (an
- * absolute path; NULL: none): the daemon records the asker as the slice's
- * supervisor, which `gpuslice down` stops (docs/daemon.md). A daemon that
- * does not echo it (an older one) keeps the slice as an ordinary one:
- * *ret->up_pid is then 0. */
-int cli_create_slice_up(int fd, uint32_t milli, uint64_t memory, const char *policy,
-                        const char *overuse, const char *name, pid_t pid, const char *up_spec,
-                        struct cli_slice *ret, struct gs_error **err);
-
-/* Release a slice by id. */
-int cli_release_slice(int fd, const char *id, struct gs_error **err);
-
-/* cli_release_slice that also says whether the slice had been stopped by
- * `gpuslice stop` (*ret_stopped; false from an older daemon). A slice the
- * daemon already freed answers -ENOENT, unless it was stopped. */
-int cli_release_slice_stopped(int fd, const char *id, bool *ret_stopped, struct gs_error **err);
+/* Release a slice by id. *ret_stopped (unless ret_stopped is NULL): whether
+ * the slice had been stopped by `gpuslice stop` (false from an older
+ * daemon). A slice the daemon already freed answers -ENOENT, unless it was
+ * stopped. */
+int cli_release_slice(int fd, const char *id, bool *ret_stopped, struct gs_error **err);
 
 /* Ask the daemon to stop slice `id` (GS_MSG_STOP): up false: SIGTERM to its
  * process now, SIGKILL after grace_ms, and the slice is freed once it is

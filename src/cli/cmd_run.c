@@ -237,11 +237,11 @@ int cmd_run(int argc, char **argv)
         struct cli_slice s;
         static char env_data[ENV_MAX];
         struct slice_env env = { .buf = env_data, .size = sizeof(env_data) };
-        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, cmd_pid, &s,
-                             &err);
+        r = cli_create_slice(fd, o.milli, o.memory, o.policy, o.overuse, o.name, cmd_pid, NULL,
+                             &s, &err);
         if (r == 0 && (r = slice_env_build(&s, &info, &env, &err)) < 0) {
                 struct gs_error *e2 = NULL;
-                cli_release_slice(fd, s.id, &e2);
+                cli_release_slice(fd, s.id, NULL, &e2);
                 gs_error_free(e2);
         }
         close(fd);

@@ -172,7 +172,7 @@ static void release(struct up_slices *s, size_t api)
                 return;
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
-                r = cli_release_slice_stopped(fd, s->held[api].id, &stopped, &err);
+                r = cli_release_slice(fd, s->held[api].id, &stopped, &err);
                 close(fd);
         }
         s->held[api].stopped = r == 0 && stopped;
@@ -249,8 +249,8 @@ int up_slices_prepare(void *ud, size_t api, pid_t pid, char *blob, size_t size,
         r = connect_daemon(s, &fd, &err);
         if (r == 0) {
                 connected = true;
-                r = cli_create_slice_up(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
-                                        overuse, a->name, pid, s->up_spec, &sl, &err);
+                r = cli_create_slice(fd, a->compute.gpu_milli, a->compute.gpu_memory, policy,
+                                     overuse, a->name, pid, s->up_spec, &sl, &err);
                 close(fd);
         }
         if (r == 0) {
