@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_json.h"
 #include "cli_opts.h"
 #include "macro.h"
 
@@ -221,25 +222,13 @@ void cli_cmd_help(const struct cli_cmd *cmd, FILE *f)
 
 /* ---- the dump for scripts/gen-cli-docs ---- */
 
+/* A string, or null for NULL (an empty string stays ""). */
 static void json_str(FILE *f, const char *s)
 {
-        if (!s) {
+        if (s)
+                cli_json_string(f, s);
+        else
                 fputs("null", f);
-                return;
-        }
-        fputc('"', f);
-        for (; *s; s++) {
-                unsigned char c = (unsigned char)*s;
-                if (c == '"' || c == '\\')
-                        fprintf(f, "\\%c", c);
-                else if (c == '\n')
-                        fputs("\\n", f);
-                else if (c < 0x20)
-                        fprintf(f, "\\u%04x", c);
-                else
-                        fputc(c, f);
-        }
-        fputc('"', f);
 }
 
 static void dump_cmd(const struct cli_cmd *cmd, FILE *f)
