@@ -98,6 +98,13 @@ static bool on_read_only_mount(int fd)
         return fstatvfs(fd, &vfs) == 0 && (vfs.f_flag & ST_RDONLY);
 }
 
+/* Whether uid (of fd's file) is root, `owner`, or root seen from a user
+ * namespace (the overflow uid) on a read-only mount. */
+static bool uid_root_or(int fd, uid_t uid, uid_t owner)
+{
+        return uid == 0 || uid == owner || (uid == SHIM_OVERFLOW_UID && on_read_only_mount(fd));
+}
+
 /* Whether `uid` may own a config the slice obeys: root (a root daemon's),
  * this process's euid (hand-written configs, a user-mode daemon's: a
  * tenant can only limit itself with those, as by not preloading at all),
@@ -105,13 +112,12 @@ static bool on_read_only_mount(int fd)
  * read-only mount. */
 static bool conf_uid_ok(int fd, uid_t uid)
 {
-        return uid == 0 || uid == geteuid() || (uid == SHIM_OVERFLOW_UID && on_read_only_mount(fd));
+        return uid_root_or(fd, uid, geteuid());
 }
 
 bool shim_uid_trusted(int fd, uid_t uid)
 {
-        return uid == 0 || uid == shim_conf_uid ||
-               (uid == SHIM_OVERFLOW_UID && on_read_only_mount(fd));
+        return uid_root_or(fd, uid, shim_conf_uid);
 }
 
 /* The directory holding the config must not let another user swap it: not
@@ -137,8 +143,7 @@ static int conf_dir_check(const char *path, uid_t owner, struct gs_error **err)
                                  "slice config %s: its directory %s has mode %04o: others could "
                                  "replace the config",
                                  path, dir, (unsigned)(ds.st_mode & 07777));
-        else if (ds.st_uid != 0 && ds.st_uid != owner &&
-                 !(ds.st_uid == SHIM_OVERFLOW_UID && on_read_only_mount(dfd)))
+        else if (!uid_root_or(dfd, ds.st_uid, owner))
                 r = gs_error_set(err, -EPERM,
                                  "slice config %s: its directory %s is owned by uid %u, neither "
                                  "root nor the config's owner (uid %u): it could replace the config",
