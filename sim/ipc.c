@@ -88,12 +88,10 @@ static void local_unlink(struct ipc_local *x)
                 }
 }
 
-/* Under the state lock: this process leaves record slot (id); what nobody
- * holds any more is given back to the device. */
-static void leave(struct sim_state *st, int slot, uint64_t id)
+void sim_ipc_leave_own(struct sim_state *st, int slot, uint64_t id, bool vmm_only)
 {
         struct sim_ipc_rec *r = &st->ipc[slot];
-        if (!r->in_use || r->id != id)
+        if (!r->in_use || (vmm_only && !r->vmm) || r->id != id)
                 return;
         int dev = r->dev;
         uint64_t give = sim_ipc_leave(st, r, sim_g.proc);
@@ -102,6 +100,12 @@ static void leave(struct sim_state *st, int slot, uint64_t id)
                 *u = *u >= give ? *u - give : 0;
                 *d = *d >= give ? *d - give : 0;
         }
+}
+
+/* Under the state lock: this process leaves its IPC record slot (id). */
+static void leave(struct sim_state *st, int slot, uint64_t id)
+{
+        sim_ipc_leave_own(st, slot, id, false);
 }
 
 /* Moves the resident pages of [base, base+size) into a new memfd and maps

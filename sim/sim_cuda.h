@@ -300,6 +300,10 @@ void sim_module_globals_free(struct CUmod_st *m);
  * (unmapped; its memory and charge stay while importers hold it) and true
  * is returned; false leaves the release to the caller. */
 bool sim_ipc_free_exported(const struct sim_alloc *a);
+/* Under the state lock: this process leaves shared record slot if it is
+ * still record id (and a VMM one, when vmm_only); what nobody holds any more
+ * is given back to the device and the process's use. */
+void sim_ipc_leave_own(struct sim_state *st, int slot, uint64_t id, bool vmm_only);
 /* Drops an import (every open of it) removed from the table: the
  * context's end. */
 void sim_ipc_import_drop(const struct sim_alloc *a);

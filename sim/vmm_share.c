@@ -33,20 +33,11 @@
 /* This process's shared handles (guarded by sim_g.mu). */
 static struct sim_vmm_handle *shared;
 
-/* Under the state lock: this process leaves record slot (id); what nobody
- * holds any more goes back to the device. */
+/* Under the state lock: this process leaves its shared-handle record slot
+ * (id). */
 static void leave(struct sim_state *st, int slot, uint64_t id)
 {
-        struct sim_ipc_rec *r = &st->ipc[slot];
-        if (!r->in_use || !r->vmm || r->id != id)
-                return;
-        int dev = r->dev;
-        uint64_t give = sim_ipc_leave(st, r, sim_g.proc);
-        if (give && dev >= 0 && dev < SIM_MAX_DEVICES) {
-                uint64_t *u = &st->proc[sim_g.proc].used[dev], *d = &st->dev[dev].used;
-                *u = *u >= give ? *u - give : 0;
-                *d = *d >= give ? *d - give : 0;
-        }
+        sim_ipc_leave_own(st, slot, id, true);
 }
 
 /* Under sim_g.mu. */
