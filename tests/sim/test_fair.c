@@ -4,7 +4,19 @@
 #include "simtest.h"
 
 #include <math.h>
+#include <signal.h>
 
+static volatile sig_atomic_t stop_saturating;
+
+static void on_stop(int sig)
+{
+        (void)sig;
+        stop_saturating = 1;
+}
+
+/* Keeps the device's queue full until the parent's SIGUSR1 (or `seconds`,
+ * a bound only): the measured window, which a loaded machine stretches
+ * (each sample is a simgpu-smi run), always lies inside the saturation. */
 static void saturate(int ready_fd, double seconds)
 {
         CUdevice dev;
@@ -16,7 +28,7 @@ static void saturate(int ready_fd, double seconds)
         if (write(ready_fd, &c, 1) != 1)
                 exit(3);
         uint64_t end = ct_now_ns() + (uint64_t)(seconds * 1e9);
-        while (ct_now_ns() < end)
+        while (!stop_saturating && ct_now_ns() < end)
                 CT_CHECK(ct_busy(&k, NULL, 1000000ull)); /* 1 ms kernels; a full queue blocks */
         exit(0);
 }
@@ -26,13 +38,14 @@ int main(void)
         st_fresh();
         int fds[2];
         CT_ASSERT(pipe(fds) == 0, "pipe");
+        CT_ASSERT(signal(SIGUSR1, on_stop) != SIG_ERR, "signal");
         pid_t kids[2];
         for (int i = 0; i < 2; i++) {
                 kids[i] = fork();
                 CT_ASSERT(kids[i] >= 0, "fork");
                 if (kids[i] == 0) {
                         close(fds[0]);
-                        saturate(fds[1], 2.5);
+                        saturate(fds[1], 20);
                 }
         }
         close(fds[1]);
@@ -47,6 +60,8 @@ int main(void)
         usleep(1200000);
         CT_ASSERT(ct_smi_proc(kids[0], 0, &a1) == 0 && ct_smi_proc(kids[1], 0, &b1) == 0 &&
                   ct_smi_dev(0, &d1) == 0, "processes not listed by simgpu-smi");
+        for (int i = 0; i < 2; i++)
+                kill(kids[i], SIGUSR1);
         double da = (double)(a1.busy_ns - a0.busy_ns), db = (double)(b1.busy_ns - b0.busy_ns);
         double span = (double)(d1.sim_time_ns - d0.sim_time_ns);
         double dev_busy = (double)(d1.busy_ns - d0.busy_ns);
